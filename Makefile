@@ -1,0 +1,42 @@
+# make run: set up everything and serve on 127.0.0.1:$(PORT). make test: set up and run the whole suite.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+export DEBUG ?= 1
+
+# The first Python >= 3.12 found: pyenv's (via .python-version), then python3.13 / python3.12 / python3.
+PYTHON_BOOT := $(shell for c in python3.13 python3.12 python3; do \
+	p=$$(command -v $$c 2>/dev/null) || continue; \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
+
+.PHONY: run test install setup lint clean
+
+$(VENV)/.installed: requirements.txt
+	@if [ -z "$(PYTHON_BOOT)" ]; then \
+		echo "reactsite needs Python 3.12 or newer (Django 6.1). Install it (e.g. 'pyenv install 3.12') and retry." >&2; exit 1; fi
+	@test -x $(PY) || { echo "Creating $(VENV) with $(PYTHON_BOOT)"; $(PYTHON_BOOT) -m venv $(VENV); }
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+install: $(VENV)/.installed
+
+setup: install
+	$(PY) manage.py migrate --noinput -v 0
+	$(PY) manage.py createcachetable
+	$(PY) manage.py collectstatic --noinput -v 0
+	$(PY) manage.py ensure_admin
+
+run: setup
+	$(VENV)/bin/gunicorn -c gunicorn.conf.py --bind 127.0.0.1:$(PORT) reactsite.wsgi
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: install lint
+	$(PY) manage.py makemigrations --check --dry-run -v 0
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) db.sqlite3* test_db.sqlite3*

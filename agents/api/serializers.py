@@ -1,0 +1,98 @@
+"""Run and step shapes of API.md. Serializers validate and shape; they hold no business logic."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from agents.engine import RunState, pending_action
+from agents.models import Run, RunMode, RunProtocol, Step
+
+STEP_FIELDS = {
+    "model": ("thought", "text", "tool_calls", "final_answer", "usage"),
+    "tool": ("call_id", "name", "arguments", "output", "is_error"),
+    "approval": ("call_id", "name", "original_arguments", "arguments", "approved", "reviewer", "reason"),
+    "error": ("message",),
+}
+
+
+class StepSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Step
+        fields = ["index", "kind", "created_at", "latency_ms"]
+
+    def to_representation(self, instance: Step) -> dict:
+        data = super().to_representation(instance)
+        for name in STEP_FIELDS.get(instance.kind, ()):
+            data[name] = instance.data.get(name)
+        return data
+
+
+class RunSerializer(serializers.ModelSerializer):
+    ok = serializers.BooleanField(read_only=True)
+    usage = serializers.SerializerMethodField()
+    pending_action = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "status", "stop_reason", "ok", "output", "turns", "input", "mode", "protocol", "provider",
+            "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action", "error", "usage",
+            "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {k: {"type": "integer"} for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+        }
+    )
+    def get_usage(self, run: Run) -> dict:
+        return {
+            "prompt_tokens": run.prompt_tokens,
+            "completion_tokens": run.completion_tokens,
+            "total_tokens": run.total_tokens,
+        }
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_pending_action(self, run: Run) -> dict | None:
+        if run.status != "awaiting_approval":
+            return None
+        steps = [s.as_event() for s in _tail_steps(run)]
+        return pending_action(RunState(input="", status=run.status, steps=steps))
+
+
+def _tail_steps(run: Run) -> list[Step]:
+    """Steps since the last model step (enough to find the pending call)."""
+    last_model = run.steps.filter(kind="model").order_by("-index").values_list("index", flat=True).first()
+    return list(run.steps.filter(index__gte=last_model or 0).order_by("index"))
+
+
+class RunDetailSerializer(RunSerializer):
+    steps = StepSerializer(many=True, read_only=True)
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "steps"]
+        read_only_fields = fields
+
+
+class RunCreateSerializer(serializers.Serializer):
+    input = serializers.CharField(min_length=1, trim_whitespace=False)
+    mode = serializers.ChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
+    protocol = serializers.ChoiceField(choices=RunProtocol.choices, required=False)
+    provider = serializers.CharField(max_length=32, required=False)
+    model = serializers.CharField(max_length=200, required=False)
+    max_turns = serializers.IntegerField(min_value=1, max_value=50, default=8)
+    timeout_s = serializers.FloatField(min_value=1, max_value=600, default=60.0)
+    tools = serializers.ListField(child=serializers.CharField(max_length=64), max_length=64, required=False)
+    sensitive_tools = serializers.ListField(child=serializers.CharField(max_length=64), max_length=64, default=list)
+
+    def validate_input(self, value: str) -> str:
+        limit = settings.AGENT_MAX_INPUT_CHARS
+        if len(value) > limit:
+            raise serializers.ValidationError(f"Ensure this field has no more than {limit} characters.")
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        return value

@@ -1,0 +1,34 @@
+"""The pure ReAct engine: state, parsing, tool dispatch, budgets. No Django, DB, HTTP or SDK imports."""
+
+from agents.engine.dispatch import Toolset
+from agents.engine.loop import EngineError, advance, cancel, decide, pending_action, pending_calls
+from agents.engine.state import RunState
+from agents.engine.types import (
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    Status,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = [
+    "EngineError",
+    "ModelError",
+    "ModelReply",
+    "ModelRequest",
+    "RunState",
+    "Status",
+    "StopReason",
+    "ToolCall",
+    "ToolSpec",
+    "Toolset",
+    "Usage",
+    "advance",
+    "cancel",
+    "decide",
+    "pending_action",
+    "pending_calls",
+]

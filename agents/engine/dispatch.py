@@ -1,0 +1,87 @@
+"""Running one tool call: every failure of the call itself becomes an observation, never an exception."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from agents.engine.types import Tool
+from agents.engine.wrapping import prepare
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """The tools of one run, the host-injected context they receive, and the output bound."""
+
+    tools: Mapping[str, Tool]
+    context: Any = None
+    max_output_chars: int = 4000
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    output: str
+    is_error: bool
+
+
+def schema_error(parameters: Mapping[str, Any], arguments: Any) -> str | None:
+    """The first JSON Schema violation of `arguments`, or None."""
+    if not isinstance(arguments, dict):
+        return "arguments must be a JSON object"
+    try:
+        error = next(iter(Draft202012Validator(dict(parameters)).iter_errors(arguments)), None)
+    except SchemaError:
+        return "the tool's schema is invalid"
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where + ': ' if where else ''}{error.message}"
+
+
+def _call_with_timeout(tool: Tool, arguments: dict[str, Any], context: Any, timeout_s: float) -> str:
+    """Run the tool; a tool marked `inline` runs in this thread, others in a daemon thread we stop waiting for."""
+    if getattr(tool, "inline", False):
+        return str(tool(arguments, context))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = tool(arguments, context)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
+    worker.start()
+    worker.join(max(timeout_s, 0.0))
+    if worker.is_alive():
+        raise TimeoutError(f"timed out after {timeout_s:.3g} s")
+    if "error" in box:
+        raise box["error"]
+    return str(box.get("value", ""))
+
+
+def run_tool(toolset: Toolset, name: str, arguments: Any, timeout_s: float) -> ToolResult:
+    """Validate and run one call; unknown tools, bad arguments, errors and timeouts become error results."""
+    tool = toolset.tools.get(name)
+    if tool is None:
+        known = ", ".join(sorted(toolset.tools)) or "none"
+        return _error(toolset, f"Unknown tool '{name}'. Available tools: {known}.")
+    problem = schema_error(tool.parameters, arguments)
+    if problem is not None:
+        return _error(toolset, f"Invalid arguments for tool '{name}': {problem}. Fix them and try again.")
+    try:
+        output = _call_with_timeout(tool, arguments, toolset.context, min(tool.timeout_s, timeout_s))
+    except TimeoutError as exc:
+        return _error(toolset, f"Tool '{name}' {exc}.")
+    except Exception as exc:  # noqa: BLE001 - a tool failure is an observation the model can recover from
+        return _error(toolset, f"Tool '{name}' failed: {exc or type(exc).__name__}")
+    return ToolResult(prepare(output, toolset.max_output_chars), False)
+
+
+def _error(toolset: Toolset, message: str) -> ToolResult:
+    return ToolResult(prepare(message, toolset.max_output_chars), True)

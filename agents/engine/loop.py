@@ -1,0 +1,291 @@
+"""The step function: `advance` does one unit of work; `decide` records a human decision and goes on.
+
+Both are pure over the state they are given: they return a new state and the events (steps) they appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents.engine import react
+from agents.engine.dispatch import Toolset, run_tool
+from agents.engine.prompts import render_messages
+from agents.engine.state import RunState
+from agents.engine.types import (
+    Clock,
+    Model,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    Status,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+)
+
+
+class EngineError(Exception):
+    """The caller asked for something the run's status does not allow (a programming or client error)."""
+
+
+@dataclass(frozen=True)
+class Final:
+    answer: str
+
+
+@dataclass(frozen=True)
+class Act:
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class Invalid:
+    problem: str
+
+
+Outcome = Final | Act | Invalid
+Interrupt = Callable[[], bool]
+
+
+class _Recorder:
+    """Appends steps with gap-free indexes and collects the ones this unit produced."""
+
+    def __init__(self, state: RunState, clock: Clock, interrupt: Interrupt | None = None) -> None:
+        self.state, self.clock, self.interrupt = state, clock, interrupt
+        self.events: list[dict[str, Any]] = []
+
+    def interrupted(self) -> bool:
+        """True (and the run stopped as cancelled) when the host says so."""
+        if self.interrupt is not None and self.interrupt():
+            self.stop(StopReason.CANCELLED)
+            return True
+        return False
+
+    def add(self, kind: str, latency_ms: int = 0, **fields: Any) -> dict[str, Any]:
+        step = {"index": len(self.state.steps), "kind": kind, "latency_ms": latency_ms, **fields}
+        self.state.steps.append(step)
+        self.events.append(step)
+        return step
+
+    def stop(self, reason: StopReason, message: str | None = None, output: str | None = None) -> None:
+        if message is not None:
+            self.add("error", message=message)
+        self.state.finish(reason, output=output, error=message if reason == StopReason.MODEL_ERROR else None)
+
+
+def tool_specs(toolset: Toolset, state: RunState) -> list[ToolSpec]:
+    return [ToolSpec(t.name, t.description, t.parameters) for n, t in toolset.tools.items() if n in state.tools]
+
+
+def advance(
+    state: RunState, model: Model, toolset: Toolset, clock: Clock, interrupt: Interrupt | None = None
+) -> tuple[RunState, list[dict[str, Any]]]:
+    """One unit: one model call and the tool calls it asked for, pausing before a sensitive one."""
+    if state.status == Status.DONE:
+        raise EngineError("the run is done")
+    if state.status == Status.AWAITING_APPROVAL:
+        raise EngineError("the run is awaiting approval")
+    state = state.copy()
+    state.status = Status.RUNNING
+    rec = _Recorder(state, clock, interrupt)
+    if pending_calls(state):
+        _run_pending(rec, toolset)
+    else:
+        _model_turn(rec, model, toolset)
+    _after_unit(rec)
+    return state, rec.events
+
+
+def decide(
+    state: RunState,
+    toolset: Toolset,
+    clock: Clock,
+    *,
+    approved: bool,
+    reviewer: str,
+    arguments: dict[str, Any] | None = None,
+    reason: str | None = None,
+    interrupt: Interrupt | None = None,
+) -> tuple[RunState, list[dict[str, Any]]]:
+    """Record a decision on the pending call, then run (or skip) it and the rest of the unit's calls."""
+    if state.status != Status.AWAITING_APPROVAL:
+        raise EngineError("the run is not awaiting approval")
+    state = state.copy()
+    call = pending_calls(state)[0]
+    rec = _Recorder(state, clock, interrupt)
+    final_args = arguments if (approved and arguments is not None) else call.arguments
+    rec.add(
+        "approval",
+        call_id=call.id,
+        name=call.name,
+        original_arguments=call.arguments,
+        arguments=final_args,
+        approved=approved,
+        reviewer=reviewer,
+        reason=reason,
+    )
+    state.status = Status.RUNNING
+    _run_pending(rec, toolset)
+    _after_unit(rec)
+    return state, rec.events
+
+
+def cancel(state: RunState) -> RunState:
+    """Stop the run now (a host decision)."""
+    state = state.copy()
+    state.finish(StopReason.CANCELLED)
+    return state
+
+
+def pending_action(state: RunState) -> dict[str, Any] | None:
+    """The call awaiting a decision, as the API shows it."""
+    if state.status != Status.AWAITING_APPROVAL:
+        return None
+    calls = pending_calls(state)
+    return {"call_id": calls[0].id, "tool": calls[0].name, "arguments": calls[0].arguments} if calls else None
+
+
+def pending_calls(state: RunState) -> list[ToolCall]:
+    """Calls of the last model reply that have neither a tool step nor a denial yet."""
+    resolved: set[str] = set()
+    for step in reversed(state.steps):
+        if step["kind"] == "model":
+            calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in step["tool_calls"]]
+            if step.get("final_answer") is not None:
+                return []
+            return [c for c in calls if c.id not in resolved]
+        if step["kind"] == "tool" or (step["kind"] == "approval" and not step["approved"]):
+            resolved.add(step["call_id"])
+        if step["kind"] == "error":
+            return []
+    return []
+
+
+def _model_turn(rec: _Recorder, model: Model, toolset: Toolset) -> None:
+    state = rec.state
+    if state.turns >= state.max_turns:
+        return rec.stop(StopReason.MAX_TURNS)
+    if rec.interrupted():
+        return None
+    now = rec.clock()
+    if now >= state.deadline:
+        return rec.stop(StopReason.TIMEOUT, "deadline reached before the model call")
+    specs = tool_specs(toolset, state)
+    request = ModelRequest(render_messages(state, specs), specs, state.protocol, state.deadline - now)
+    try:
+        reply = model.complete(request)
+    except ModelError as exc:
+        state.turns += 1
+        return rec.stop(StopReason.MODEL_ERROR, str(exc) or "the model call failed")
+    latency = _ms(rec.clock() - now)
+    state.turns += 1
+    state.prompt_tokens += reply.usage.prompt_tokens
+    state.completion_tokens += reply.usage.completion_tokens
+    outcome, thought = classify(reply, state, toolset)
+    _record_reply(rec, reply, outcome, thought, latency)
+    if isinstance(outcome, Act):
+        _run_pending(rec, toolset)
+
+
+def _record_reply(rec: _Recorder, reply: ModelReply, outcome: Outcome, thought: str | None, latency: int) -> None:
+    calls = [c.as_dict() for c in outcome.calls] if isinstance(outcome, Act) else []
+    final = outcome.answer if isinstance(outcome, Final) else None
+    rec.add(
+        "model",
+        latency,
+        thought=thought,
+        text=reply.text or "",
+        tool_calls=calls,
+        final_answer=final,
+        usage=reply.usage.as_dict(),
+    )
+    if isinstance(outcome, Final):
+        rec.stop(StopReason.FINAL_ANSWER, output=outcome.answer)
+    elif isinstance(outcome, Invalid):
+        rec.add("error", message=f"Unusable reply: {outcome.problem}")
+
+
+def classify(reply: ModelReply, state: RunState, toolset: Toolset) -> tuple[Outcome, str | None]:
+    """Decide what a reply means: a final answer, tool calls, or an unusable reply."""
+    if state.protocol == "react":
+        return _classify_react(reply, state, toolset)
+    text, think = react.strip_think(reply.text or "")
+    thought = reply.reasoning or think
+    if reply.tool_calls:
+        calls = tuple(_with_id(c, len(state.steps), i) for i, c in enumerate(reply.tool_calls))
+        return Act(calls), thought or (text.strip() or None)
+    answer = react.parse(text).final_answer if react._FINAL.search(text) else text.strip()
+    if answer:
+        return Final(answer), thought
+    return Invalid("the reply was empty"), thought
+
+
+def _classify_react(reply: ModelReply, state: RunState, toolset: Toolset) -> tuple[Outcome, str | None]:
+    parsed = react.parse(reply.text or "")
+    thought = parsed.thought or reply.reasoning
+    if parsed.final_answer is not None:
+        if parsed.final_answer:
+            return Final(parsed.final_answer), thought
+        return Invalid("the Final Answer was empty"), thought
+    if parsed.action is None:
+        return Invalid(parsed.error or "no action"), thought
+    tool = toolset.tools.get(parsed.action)
+    arguments = react.action_arguments(parsed.action_input or "", tool.parameters if tool else None)
+    return Act((ToolCall(f"call_{len(state.steps)}", parsed.action, arguments),)), thought
+
+
+def _with_id(call: ToolCall, step_index: int, position: int) -> ToolCall:
+    return call if call.id else ToolCall(f"call_{step_index}_{position}", call.name, call.arguments)
+
+
+def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
+    """Run the unit's remaining calls in order; pause before a sensitive call that has no decision yet."""
+    state = rec.state
+    for call in pending_calls(state):
+        if rec.interrupted():
+            return None
+        now = rec.clock()
+        if now >= state.deadline:
+            return rec.stop(StopReason.TIMEOUT, "deadline reached before a tool call")
+        approval = _approval_for(state, call.id)
+        if approval is None and call.name in state.sensitive_tools:
+            state.status = Status.AWAITING_APPROVAL
+            return
+        arguments = approval["arguments"] if approval else call.arguments
+        result = run_tool(toolset, call.name, arguments, state.deadline - now)
+        rec.add(
+            "tool",
+            _ms(rec.clock() - now),
+            call_id=call.id,
+            name=call.name,
+            arguments=arguments,
+            output=result.output,
+            is_error=result.is_error,
+        )
+
+
+def _approval_for(state: RunState, call_id: str) -> dict[str, Any] | None:
+    """The approving decision for this call, if one was recorded."""
+    for step in reversed(state.steps):
+        if step["kind"] == "approval" and step["call_id"] == call_id and step["approved"]:
+            return step
+        if step["kind"] == "model":
+            return None
+    return None
+
+
+def _after_unit(rec: _Recorder) -> None:
+    """Budgets that end a run between units: turns used up, deadline passed."""
+    state = rec.state
+    if state.status != Status.RUNNING or pending_calls(state):
+        return
+    if state.turns >= state.max_turns:
+        rec.stop(StopReason.MAX_TURNS)
+    elif rec.clock() >= state.deadline:
+        rec.stop(StopReason.TIMEOUT, "deadline reached")
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))

@@ -1,0 +1,106 @@
+"""The Thought / Action / Action Input / Final Answer text protocol, with line-anchored keywords."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN_TAIL = re.compile(r"<think>.*\Z", re.DOTALL | re.IGNORECASE)
+_KEYWORD = r"^[ \t]*(?:\*\*)?{}(?:\*\*)?[ \t]*:[ \t]*"
+_THOUGHT = re.compile(_KEYWORD.format("Thought"), re.MULTILINE | re.IGNORECASE)
+_ACTION = re.compile(_KEYWORD.format("Action"), re.MULTILINE | re.IGNORECASE)
+_ACTION_INPUT = re.compile(_KEYWORD.format("Action[ \t]+Input"), re.MULTILINE | re.IGNORECASE)
+_FINAL = re.compile(_KEYWORD.format("Final[ \t]+Answer"), re.MULTILINE | re.IGNORECASE)
+_OBSERVATION = re.compile(_KEYWORD.format("Observation"), re.MULTILINE | re.IGNORECASE)
+_ANY_KEYWORD = [_THOUGHT, _ACTION, _ACTION_INPUT, _FINAL, _OBSERVATION]
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a react reply says: a final answer, an action, or neither (error)."""
+
+    thought: str | None
+    final_answer: str | None = None
+    action: str | None = None
+    action_input: str | None = None
+    error: str | None = None
+    think: str | None = None
+
+
+def strip_think(text: str) -> tuple[str, str | None]:
+    """Remove <think>…</think> blocks (and a dangling `…</think>` prefix); return (text, thoughts)."""
+    thoughts = [m.group(0)[7:-8].strip() for m in _THINK_BLOCK.finditer(text)]
+    text = _THINK_BLOCK.sub("", text)
+    if "</think>" in text.lower():  # some models omit the opening tag
+        head, _, text = text.rpartition("</think>")
+        thoughts.append(head.replace("<think>", "").strip())
+    text = _THINK_OPEN_TAIL.sub("", text)
+    joined = "\n".join(t for t in thoughts if t)
+    return text, joined or None
+
+
+def _section(text: str, pattern: re.Pattern[str]) -> str | None:
+    """The text after the first line-anchored `pattern`, up to the next anchored keyword."""
+    match = pattern.search(text)
+    if match is None:
+        return None
+    start = match.end()
+    ends = [m.start() for p in _ANY_KEYWORD if p is not pattern for m in [p.search(text, start)] if m]
+    return text[start : min(ends, default=len(text))].strip()
+
+
+def parse(raw: str) -> Parsed:
+    """Parse one react reply. Final Answer wins when a reply holds both."""
+    text, think = strip_think(raw)
+    thought = _section(text, _THOUGHT) or think
+    final = _FINAL.search(text)
+    if final is not None:
+        # Everything after "Final Answer:" is the answer, even if it spans lines.
+        return Parsed(thought=thought, final_answer=text[final.end() :].strip(), think=think)
+    action = _section(text, _ACTION)
+    if action:
+        name = action.splitlines()[0].strip().strip("`*\"' ")
+        return Parsed(thought=thought, action=name, action_input=_section(text, _ACTION_INPUT) or "", think=think)
+    return Parsed(thought=thought, error="no line starting with 'Action:' or 'Final Answer:' was found", think=think)
+
+
+def transcript_text(raw: str) -> str:
+    """The assistant text to keep in the transcript: stop before a hallucinated Observation."""
+    match = _OBSERVATION.search(raw)
+    return (raw[: match.start()] if match else raw).rstrip()
+
+
+def action_arguments(action_input: str, parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A JSON object if the input parses as one, else the value of the single required string parameter."""
+    text = action_input.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    single = _single_required_string(parameters or {})
+    if single is None:
+        return {"input": text}
+    if isinstance(value, str):
+        return {single: value}
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1]
+    return {single: text}
+
+
+def _single_required_string(parameters: Mapping[str, Any]) -> str | None:
+    """The name of the schema's only required parameter when it is a string."""
+    required = list(parameters.get("required") or [])
+    if len(required) != 1:
+        return None
+    spec = (parameters.get("properties") or {}).get(required[0], {})
+    return required[0] if spec.get("type") == "string" else None

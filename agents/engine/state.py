@@ -1,0 +1,59 @@
+"""The run state: JSON-serialisable, rebuilt from stored rows, advanced by the pure step function."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agents.engine.types import Status, StopReason, Usage
+
+
+@dataclass
+class RunState:
+    """Everything the engine needs to continue a run: its configuration, counters and its steps (events)."""
+
+    input: str
+    protocol: str = "tools"
+    max_turns: int = 8
+    deadline: float = math.inf  # wall-clock seconds (the clock's epoch)
+    tools: list[str] = field(default_factory=list)
+    sensitive_tools: list[str] = field(default_factory=list)
+    status: str = Status.RUNNING
+    stop_reason: str | None = None
+    output: str | None = None
+    error: str | None = None
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["deadline"] = None if math.isinf(self.deadline) else self.deadline
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        values = copy.deepcopy(data)
+        if values.get("deadline") is None:
+            values["deadline"] = math.inf
+        return cls(**values)
+
+    def copy(self) -> RunState:
+        return RunState.from_json(self.to_json())
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.prompt_tokens, self.completion_tokens)
+
+    @property
+    def done(self) -> bool:
+        return self.status == Status.DONE
+
+    def finish(self, reason: StopReason, output: str | None = None, error: str | None = None) -> None:
+        self.status = Status.DONE
+        self.stop_reason = reason.value
+        self.output = output if reason == StopReason.FINAL_ANSWER else None
+        self.error = error

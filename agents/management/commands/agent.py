@@ -1,0 +1,142 @@
+"""`manage.py agent "goal"`: run an agent to completion and print its trace."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agents import services
+from agents.api.serializers import RunDetailSerializer
+from agents.models import Run, RunStatus, Step
+
+
+class Command(BaseCommand):
+    help = "Run an agent on a goal and print its trace (Thought / Action / Observation / Final Answer)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("input", help="the goal, e.g. 'What is 12*7, plus 1?'")
+        parser.add_argument("--provider", default=None, help="demo, openai, anthropic, xai, huggingface, openrouter")
+        parser.add_argument("--model", default=None)
+        parser.add_argument("--protocol", choices=["tools", "react"], default=None)
+        parser.add_argument("--max-turns", type=int, default=settings.AGENT_DEFAULT_MAX_TURNS)
+        parser.add_argument("--timeout", type=float, default=settings.AGENT_DEFAULT_TIMEOUT_S, help="seconds")
+        parser.add_argument("--user", default="admin", help="the run's owner (default: admin)")
+        parser.add_argument("--json", action="store_true", help="print the run object with its steps")
+        decide = parser.add_mutually_exclusive_group()
+        decide.add_argument("--approve", action="store_true", help="approve sensitive tool calls")
+        decide.add_argument("--deny", action="store_true", help="deny sensitive tool calls")
+
+    def handle(self, *args, **opts) -> None:
+        logging.getLogger("agents").setLevel(logging.WARNING)  # the trace is the output; JSON logs would drown it
+        if not 1 <= opts["max_turns"] <= 50:
+            raise CommandError("--max-turns must be between 1 and 50.", returncode=2)
+        if not 1 <= opts["timeout"] <= 600:
+            raise CommandError("--timeout must be between 1 and 600 seconds.", returncode=2)
+        if not opts["input"].strip() or len(opts["input"]) > settings.AGENT_MAX_INPUT_CHARS:
+            raise CommandError(f"The input must have 1 to {settings.AGENT_MAX_INPUT_CHARS} characters.", returncode=2)
+        user = self._user(opts["user"])
+        run = self._start(user, opts)
+        started = time.monotonic()
+        run = self._drive(run, user, opts)
+        if opts["json"]:
+            self.stdout.write(json.dumps(RunDetailSerializer(run).data, indent=2, default=str))
+        else:
+            self._summary(run, time.monotonic() - started)
+        if not run.ok:
+            sys.exit(1)
+
+    def _user(self, username: str):
+        try:
+            return get_user_model().objects.get(username=username)
+        except get_user_model().DoesNotExist:
+            raise CommandError(
+                f"No user '{username}'. Run 'make run' (or 'manage.py ensure_admin') first, or pass --user.",
+                returncode=2,
+            ) from None
+
+    def _start(self, user, opts) -> Run:
+        options = services.RunOptions(
+            input=opts["input"],
+            mode="step",
+            protocol=opts["protocol"],
+            provider=opts["provider"],
+            model=opts["model"],
+            max_turns=opts["max_turns"],
+            timeout_s=opts["timeout"],
+        )
+        try:
+            return services.start_run(owner=user, options=options)
+        except services.InvalidRequest as exc:
+            messages = [m for msgs in exc.detail.values() for m in msgs]
+            raise CommandError(" ".join(messages), returncode=2) from None
+
+    def _drive(self, run: Run, user, opts) -> Run:
+        printed = 0
+        while True:
+            printed = self._print_new(run, printed, opts["json"])
+            if run.status == RunStatus.RUNNING:
+                run = services.execute(run_id=run.pk, units=1)
+            elif run.status == RunStatus.AWAITING_APPROVAL:
+                approved = self._ask(run, opts)
+                if approved is None:
+                    return run
+                run = services.decide_approval(
+                    run_id=run.pk, actor=user, approved=approved, reason="decided on the CLI"
+                )
+            else:
+                self._print_new(run, printed, opts["json"])
+                return run
+
+    def _ask(self, run: Run, opts) -> bool | None:
+        pending = RunDetailSerializer(run).data["pending_action"] or {}
+        if opts["approve"] or opts["deny"]:
+            return bool(opts["approve"])
+        if not sys.stdin.isatty():
+            self.stderr.write(
+                f"Run {run.pk} is awaiting approval of {pending.get('tool')} {json.dumps(pending.get('arguments'))}; "
+                "no terminal to ask on. Pass --approve or --deny, or decide in the admin."
+            )
+            return None
+        answer = input(f"Allow {pending.get('tool')} with {json.dumps(pending.get('arguments'))}? [y/n] ")
+        return answer.strip().lower() in {"y", "yes"}
+
+    def _print_new(self, run: Run, printed: int, quiet: bool) -> int:
+        steps = list(Step.objects.filter(run=run, index__gte=printed).order_by("index"))
+        if not quiet:
+            for step in steps:
+                self.stdout.write(format_step(step))
+        return printed + len(steps)
+
+    def _summary(self, run: Run, seconds: float) -> None:
+        self.stdout.write(
+            f"Stop reason: {run.stop_reason or run.status} · turns: {run.turns} · time: {seconds:.2f} s · run {run.pk}"
+        )
+        if run.error:
+            self.stdout.write(f"Error: {run.error}")
+
+
+def format_step(step: Step) -> str:
+    """One step as the classic ReAct trace."""
+    data, lines = step.data, []
+    if step.kind == "model":
+        if data.get("thought"):
+            lines.append(f"Thought: {data['thought']}")
+        for call in data.get("tool_calls") or []:
+            lines += [f"Action: {call['name']}", f"Action Input: {json.dumps(call['arguments'])}"]
+        if data.get("final_answer") is not None:
+            lines.append(f"Final Answer: {data['final_answer']}")
+    elif step.kind == "tool":
+        label = "Observation (error)" if data.get("is_error") else "Observation"
+        lines.append(f"{label}: {data.get('output')}")
+    elif step.kind == "approval":
+        verdict = "approved" if data.get("approved") else "denied"
+        lines.append(f"Approval: {data.get('name')} {verdict} by {data.get('reviewer')}")
+    else:
+        lines.append(f"Error: {data.get('message')}")
+    return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""Runs and their steps. Steps are append-only; the run row holds what a list view needs."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    DONE = "done"
+
+
+class StopReason(models.TextChoices):
+    FINAL_ANSWER = "final_answer"
+    MAX_TURNS = "max_turns"
+    TIMEOUT = "timeout"
+    MODEL_ERROR = "model_error"
+    CANCELLED = "cancelled"
+
+
+class RunMode(models.TextChoices):
+    SYNC = "sync"
+    STEP = "step"
+    BACKGROUND = "background"
+
+
+class RunProtocol(models.TextChoices):
+    TOOLS = "tools"
+    REACT = "react"
+
+
+class StepKind(models.TextChoices):
+    MODEL = "model"
+    TOOL = "tool"
+    APPROVAL = "approval"
+    ERROR = "error"
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    input = models.TextField()
+    mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
+    protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=200)
+    max_turns = models.PositiveSmallIntegerField(default=8)
+    timeout_s = models.FloatField(default=60.0)
+    tools = models.JSONField(default=list)
+    sensitive_tools = models.JSONField(default=list)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    stop_reason = models.CharField(max_length=16, choices=StopReason.choices, null=True, blank=True)
+    output = models.TextField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    turns = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    deadline = models.DateTimeField()
+    # The lease: which worker may advance the run, and until when (a killed worker's lease expires).
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
+            models.Index(fields=["status", "-created_at"], name="run_status_created"),
+            models.Index(fields=["stop_reason", "-created_at"], name="run_stop_created"),
+        ]
+        permissions = [("review_run", "Can see every run and decide approvals")]
+
+    def __str__(self) -> str:
+        return f"run {str(self.id)[:8]} ({self.status})"
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == StopReason.FINAL_ANSWER
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Step(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=StepKind.choices)
+    data = models.JSONField(default=dict)  # the kind's fields, as in API.md
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="step_run_index_unique")]
+
+    def __str__(self) -> str:
+        return f"step {self.index} ({self.kind})"
+
+    def as_event(self) -> dict:
+        """The engine's view of this step."""
+        return {"index": self.index, "kind": self.kind, "latency_ms": self.latency_ms, **self.data}

@@ -1,0 +1,29 @@
+"""Who may see and decide what. Used by the API, the admin and the CLI alike."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from agents.models import Run
+
+REVIEW_PERMISSION = "agents.review_run"
+
+
+def can_review(user) -> bool:
+    """Staff reviewers (is_staff with agents.review_run) and superusers see every run."""
+    return bool(user and user.is_active and (user.is_superuser or (user.is_staff and user.has_perm(REVIEW_PERMISSION))))
+
+
+def visible_runs(user) -> QuerySet[Run]:
+    runs = Run.objects.all()
+    return runs if can_review(user) else runs.filter(owner_id=getattr(user, "pk", None))
+
+
+def can_decide(user, run: Run) -> bool:
+    """Approvals need agents.review_run, or being the owner when AGENT_SELF_APPROVAL is on."""
+    if user is None or not user.is_active:
+        return False
+    if user.is_superuser or user.has_perm(REVIEW_PERMISSION):
+        return True
+    return bool(settings.AGENT_SELF_APPROVAL and run.owner_id == user.pk)

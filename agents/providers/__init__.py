@@ -1,0 +1,53 @@
+"""Model providers. Only this package imports an SDK, and only lazily (see get_provider)."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from django.conf import settings
+
+from agents.providers.base import Provider, ProviderConfigError
+
+# name -> "module:Class"; modules are imported on first use so an unused SDK is never loaded.
+PROVIDERS: dict[str, str] = {
+    "demo": "agents.providers.demo:DemoProvider",
+    "openai": "agents.providers.openai_compat:OpenAIProvider",
+    "xai": "agents.providers.openai_compat:XAIProvider",
+    "huggingface": "agents.providers.openai_compat:HuggingFaceProvider",
+    "openrouter": "agents.providers.openai_compat:OpenRouterProvider",
+    "anthropic": "agents.providers.anthropic_provider:AnthropicProvider",
+}
+
+__all__ = ["PROVIDERS", "Provider", "ProviderConfigError", "get_provider", "provider_class", "validate_choice"]
+
+
+def provider_class(name: str) -> type[Provider]:
+    """The class registered for `name`; ProviderConfigError when unknown."""
+    try:
+        path = PROVIDERS[name]
+    except KeyError:
+        raise ProviderConfigError(f"Unknown provider '{name}'. Known: {', '.join(sorted(PROVIDERS))}.") from None
+    module, _, cls = path.partition(":")
+    return getattr(import_module(module), cls)
+
+
+def validate_choice(name: str, model: str | None) -> str:
+    """Check provider and model before any call; return the model to use. Raises ProviderConfigError."""
+    allowed = list(settings.AGENT_ALLOWED_PROVIDERS)
+    if name not in allowed:
+        raise ProviderConfigError(f"Provider '{name}' is not allowed here. Allowed: {', '.join(allowed)}.")
+    cls = provider_class(name)
+    chosen = model or cls.default_model
+    allowlist = settings.AGENT_MODELS.get(name) or []
+    if allowlist and chosen not in allowlist:
+        raise ProviderConfigError(
+            f"Model '{chosen}' is not allowed for provider '{name}'. Allowed: {', '.join(allowlist)}."
+        )
+    cls.check_config()
+    return chosen
+
+
+def get_provider(name: str, model: str | None = None) -> Provider:
+    """A ready provider instance (validated)."""
+    chosen = validate_choice(name, model)
+    return provider_class(name)(model=chosen)

@@ -1,0 +1,182 @@
+"""Anthropic's Messages API: top-level system, tool_use/tool_result blocks, strict user/assistant alternation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import anthropic
+import httpx2
+from django.conf import settings
+
+from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
+from agents.providers import _common
+
+ERRORS = _common.SdkErrors(
+    base=anthropic.AnthropicError,
+    status=anthropic.APIStatusError,
+    timeout=anthropic.APITimeoutError,
+    connection=anthropic.APIConnectionError,
+    transport=(httpx2.HTTPError, httpx2.StreamError, httpx2.InvalidURL),
+)
+EMPTY_TEXT = "(empty)"
+
+
+class AnthropicProvider(_common.KeyedProvider):
+    """Claude models through the Messages API."""
+
+    name = "anthropic"
+    default_model = "claude-sonnet-4-5"
+    key_setting = "ANTHROPIC_API_KEY"
+    base_url_setting = "ANTHROPIC_BASE_URL"
+    default_base_url = "https://api.anthropic.com"
+    max_tokens = 2048
+
+    def client(self) -> anthropic.Anthropic:
+        """The cached SDK client for the current (base URL, key)."""
+        key, base_url = self.api_key(), self.base_url()
+        return _common.cached_client(self.name, base_url, key, lambda: build_client(base_url, key))
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """One Messages call; ModelError with a safe message on any failure."""
+        budget = _common.call_budget(self.name, request.timeout_s)
+        client = self.client().with_options(timeout=budget.timeout_s, max_retries=budget.max_retries)
+        kwargs = build_kwargs(self.model, self.max_tokens, request)
+
+        def call() -> bytes:
+            return client.messages.with_raw_response.create(**kwargs).http_response.content
+
+        body = _common.run_call(self.name, ERRORS, budget, call)
+        return parse_reply(self.name, _common.parse_json_body(self.name, body))
+
+
+def build_client(base_url: str, api_key: str) -> anthropic.Anthropic:
+    """A new SDK client on our own http client (deadline-aware hooks), with explicit timeout and retries."""
+    http_client = anthropic.DefaultHttpxClient(event_hooks=_common.http_hooks())
+    return anthropic.Anthropic(
+        api_key=api_key,
+        base_url=base_url,
+        http_client=http_client,
+        timeout=float(settings.AGENT_LLM_TIMEOUT_S),
+        max_retries=int(settings.AGENT_LLM_MAX_RETRIES),
+    )
+
+
+# --- request ---------------------------------------------------------------------------------------------------
+
+
+def build_kwargs(model: str, max_tokens: int, request: ModelRequest) -> dict[str, Any]:
+    """Arguments of messages.create: system top level, tools only in the tools protocol."""
+    system, messages = wire_messages(request.messages)
+    kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+    if system:
+        kwargs["system"] = system
+    if request.protocol == "tools" and request.tools:
+        kwargs["tools"] = wire_tools(request.tools)
+    return kwargs
+
+
+def wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """ToolSpecs as Anthropic tools (input_schema must be an object schema)."""
+    wired = []
+    for tool in tools:
+        schema = _common.plain(tool.parameters) or {}
+        schema.setdefault("type", "object")
+        wired.append({"name": tool.name, "description": tool.description, "input_schema": schema})
+    return wired
+
+
+def wire_messages(messages: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """(system text, alternating user/assistant turns) from neutral messages."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "system":
+            system.append(str(message.get("content") or ""))
+            continue
+        role, blocks = to_blocks(message)
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return "\n\n".join(s for s in system if s.strip()), finish_turns(turns)
+
+
+def to_blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """One neutral message as (Anthropic role, content blocks); tool results are user-side blocks."""
+    role = message.get("role")
+    text = str(message.get("content") or "")
+    if role == "tool":
+        block = {"type": "tool_result", "tool_use_id": str(message.get("tool_call_id") or ""), "content": text}
+        return "user", [block]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+    if role == "user":
+        return "user", blocks
+    if role != "assistant":
+        raise ModelError(f"anthropic: unknown message role {str(role)[:20]!r}")
+    for call in message.get("tool_calls") or []:
+        arguments = call.get("arguments")
+        tool_input = arguments if isinstance(arguments, dict) else {}
+        blocks.append(
+            {"type": "tool_use", "id": str(call.get("id") or ""), "name": call.get("name"), "input": tool_input}
+        )
+    return "assistant", blocks
+
+
+def finish_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool results first in each user turn, no empty turn, and a user turn first."""
+    for turn in turns:
+        turn["content"].sort(key=lambda block: block["type"] != "tool_result")  # stable: keeps their order
+        if not turn["content"]:
+            turn["content"] = [{"type": "text", "text": EMPTY_TEXT}]
+    if turns and turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": EMPTY_TEXT}]})
+    return turns
+
+
+# --- reply -----------------------------------------------------------------------------------------------------
+
+
+def parse_reply(name: str, data: dict[str, Any]) -> ModelReply:
+    """A Messages JSON body as a ModelReply; ModelError when its shape is wrong."""
+    content = data.get("content")
+    if data.get("type") == "error" or not isinstance(content, list):
+        raise ModelError(f"{name}: unexpected reply shape (no content list)")
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise ModelError(f"{name}: unexpected reply shape (content block is not an object)")
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            thinking.append(block["thinking"])
+        elif kind == "tool_use":
+            calls.append(parse_tool_use(name, block))
+    reasoning = "\n".join(t for t in thinking if t.strip()) or None
+    return ModelReply(
+        text="".join(texts), tool_calls=tuple(calls), usage=parse_usage(data.get("usage")), reasoning=reasoning
+    )
+
+
+def parse_tool_use(name: str, block: dict[str, Any]) -> ToolCall:
+    """A tool_use block as a ToolCall; its input is already a dict."""
+    call_id, tool = block.get("id"), block.get("name")
+    if not isinstance(call_id, str) or not call_id or not isinstance(tool, str) or not tool:
+        raise ModelError(f"{name}: unexpected reply shape (tool_use without id or name)")
+    raw = block.get("input")
+    arguments = raw if isinstance(raw, dict) else ({} if raw is None else {"__raw__": json.dumps(raw)})
+    return ToolCall(id=call_id, name=tool, arguments=arguments)
+
+
+def parse_usage(raw: Any) -> Usage:
+    """input (+ cache creation + cache read) and output tokens; 0 when absent."""
+    if not isinstance(raw, dict):
+        return Usage()
+    prompt = sum(
+        _common.as_int(raw.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(prompt_tokens=prompt, completion_tokens=_common.as_int(raw.get("output_tokens")))

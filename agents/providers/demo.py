@@ -1,0 +1,136 @@
+"""The offline demo model: rule-based, no key, but it really drives the loop in both protocols."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agents.engine.types import ModelReply, ModelRequest, ToolCall
+from agents.engine.wrapping import unwrap
+from agents.providers.base import Provider
+
+_WORDS = [
+    (r"\bmultiplied by\b", "*"),
+    (r"\bdivided by\b", "/"),
+    (r"\bto the power of\b", "**"),
+    (r"\bsquared\b", "**2"),
+    (r"\bplus\b", "+"),
+    (r"\bminus\b", "-"),
+    (r"\btimes\b", "*"),
+    (r"\bmodulo\b", "%"),
+]
+_PREFIX = re.compile(r"^\s*(what is|what's|whats|calculate|compute|evaluate|how much is)\s*", re.I)
+_ARITH = re.compile(r"^[\d\s.+\-*/%^()]+$")
+_OP_START = re.compile(r"^\s*(\*\*|[+\-*/%^])")
+_SPLIT = re.compile(r",|;|\bthen\b|\band then\b", re.I)
+_RECALL = re.compile(r"^\s*what do you (?:remember|know|recall) about\s+(.+?)[?.!\s]*$", re.I | re.S)
+_REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?\s+(.+?)[.!\s]*$", re.I | re.S)
+_SEARCH = re.compile(r"^\s*(?:please\s+)?(?:search|look up)(?:\s+the web)?(?:\s+for)?\s+(.+?)[?.!\s]*$", re.I | re.S)
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
+
+HELP = (
+    "I am the offline demo model, so I only know a few tricks: arithmetic with the calculator "
+    '("What is 12*7, plus 1?"), "remember that …", "what do you remember about …?" and "search …". '
+    "For real answers, configure a provider: set OPENAI_API_KEY (or ANTHROPIC_API_KEY, XAI_API_KEY, HF_TOKEN, "
+    "OPENROUTER_API_KEY) and choose it with provider=openai (or anthropic, xai, huggingface, openrouter)."
+)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What to do next: call a tool, or answer."""
+
+    thought: str
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    answer: str | None = None
+
+
+def arithmetic_segments(goal: str) -> list[str] | None:
+    """'What is 12*7, plus 1?' -> ['12*7', '+1']; None when the goal is not arithmetic."""
+    text = goal.strip().rstrip("?.! ")
+    for pattern, op in _WORDS:
+        text = re.sub(pattern, op, text, flags=re.I)
+    text = _PREFIX.sub("", text)
+    parts = [p.strip() for p in _SPLIT.split(text) if p and p.strip()]
+    if not parts or not _ARITH.match(parts[0]) or not re.search(r"\d", parts[0]):
+        return None
+    if any(not (_ARITH.match(p) and _OP_START.match(p)) for p in parts[1:]):
+        return None
+    return [p.replace(" ", "") for p in parts]
+
+
+class DemoProvider(Provider):
+    """Reads the goal and the observations so far from the transcript and plans the next step."""
+
+    name = "demo"
+    default_model = "demo-1"
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        goal = next((m["content"] for m in request.messages if m["role"] == "user"), "")
+        observations = [_observation(m) for m in request.messages[2:] if _observation(m) is not None]
+        available = {spec.name for spec in request.tools}
+        plan = self.plan(goal, [o for o in observations if o is not None], available)
+        return _render(plan, request.protocol, len(observations))
+
+    def plan(self, goal: str, observations: list[str], available: set[str]) -> _Plan:
+        segments = arithmetic_segments(goal)
+        if segments is not None:
+            return _arithmetic(segments, observations, available)
+        for pattern, tool, key in (
+            (_RECALL, "recall", "query"),
+            (_REMEMBER, "remember", "text"),
+            (_SEARCH, "search", "query"),
+        ):
+            match = pattern.match(goal)
+            if match:
+                return _single_tool(tool, {key: match.group(1).strip()}, observations, available)
+        return _Plan(thought="This is not something the demo model can do.", answer=HELP)
+
+
+def _observation(message: dict[str, Any]) -> str | None:
+    if message["role"] == "tool":
+        return unwrap(message["content"])
+    if message["role"] == "user" and message["content"].startswith("Observation:"):
+        return unwrap(message["content"][len("Observation:") :])
+    return None
+
+
+def _arithmetic(segments: list[str], observations: list[str], available: set[str]) -> _Plan:
+    if "calculator" not in available:
+        return _Plan(
+            thought="I need the calculator, but it is not enabled.",
+            answer="The calculator tool is not enabled for this run.",
+        )
+    done = len(observations)
+    if done and not _NUMBER.match(observations[-1].strip()):
+        return _Plan(thought="The calculator reported a problem.", answer=f"I could not compute it: {observations[-1]}")
+    if done == len(segments):
+        return _Plan(thought="I now know the final answer.", answer=observations[-1].strip())
+    expression = segments[0] if done == 0 else f"{observations[-1].strip()}{segments[done]}"
+    return _Plan(thought=f"I need to compute {expression}.", tool="calculator", arguments={"expression": expression})
+
+
+def _single_tool(tool: str, arguments: dict[str, Any], observations: list[str], available: set[str]) -> _Plan:
+    if tool not in available:
+        return _Plan(
+            thought=f"I would use {tool}, but it is not enabled.",
+            answer=f"The {tool} tool is not enabled for this run.",
+        )
+    if not observations:
+        return _Plan(thought=f"I will use the {tool} tool.", tool=tool, arguments=arguments)
+    return _Plan(thought="I have the tool's answer.", answer=observations[-1].strip())
+
+
+def _render(plan: _Plan, protocol: str, step: int) -> ModelReply:
+    if plan.answer is not None:
+        if protocol == "react":
+            return ModelReply(text=f"Thought: {plan.thought}\nFinal Answer: {plan.answer}")
+        return ModelReply(text=plan.answer, reasoning=plan.thought)
+    arguments = plan.arguments or {}
+    if protocol == "react":
+        text = f"Thought: {plan.thought}\nAction: {plan.tool}\nAction Input: {json.dumps(arguments)}"
+        return ModelReply(text=text)
+    return ModelReply(tool_calls=(ToolCall(f"demo_{step}", plan.tool or "", arguments),), reasoning=plan.thought)

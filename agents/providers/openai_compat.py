@@ -1,0 +1,235 @@
+"""OpenAI Chat Completions, and the OpenAI-compatible APIs of xAI, Hugging Face and OpenRouter (one adapter)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import httpx2
+import openai
+from django.conf import settings
+
+from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
+from agents.providers import _common
+
+ERRORS = _common.SdkErrors(
+    base=openai.OpenAIError,
+    status=openai.APIStatusError,
+    timeout=openai.APITimeoutError,
+    connection=openai.APIConnectionError,
+    transport=(httpx2.HTTPError, httpx2.StreamError, httpx2.InvalidURL),
+)
+
+
+class OpenAIProvider(_common.KeyedProvider):
+    """OpenAI's Chat Completions API; subclasses only change names, settings and defaults."""
+
+    name = "openai"
+    default_model = "gpt-4.1-mini"
+    key_setting = "OPENAI_API_KEY"
+    base_url_setting = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com/v1"
+
+    def client(self) -> openai.OpenAI:
+        """The cached SDK client for the current (provider, base URL, key)."""
+        key, base_url = self.api_key(), self.base_url()
+        return _common.cached_client(self.name, base_url, key, lambda: build_client(base_url, key))
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """One Chat Completions call; ModelError with a safe message on any failure."""
+        budget = _common.call_budget(self.name, request.timeout_s)
+        client = self.client().with_options(timeout=budget.timeout_s, max_retries=budget.max_retries)
+        kwargs = build_kwargs(self.name, self.model, request)
+
+        def call() -> bytes:
+            return client.chat.completions.with_raw_response.create(**kwargs).http_response.content
+
+        body = _common.run_call(self.name, ERRORS, budget, call)
+        return parse_reply(self.name, _common.parse_json_body(self.name, body))
+
+
+class XAIProvider(OpenAIProvider):
+    """xAI (Grok) through its OpenAI-compatible API."""
+
+    name = "xai"
+    default_model = "grok-4"
+    key_setting = "XAI_API_KEY"
+    base_url_setting = "XAI_BASE_URL"
+    default_base_url = "https://api.x.ai/v1"
+
+
+class HuggingFaceProvider(OpenAIProvider):
+    """Hugging Face Inference Providers through the OpenAI-compatible router."""
+
+    name = "huggingface"
+    default_model = "meta-llama/Llama-3.3-70B-Instruct"
+    key_setting = "HF_TOKEN"
+    base_url_setting = "HF_BASE_URL"
+    default_base_url = "https://router.huggingface.co/v1"
+
+
+class OpenRouterProvider(OpenAIProvider):
+    """OpenRouter through its OpenAI-compatible API."""
+
+    name = "openrouter"
+    default_model = "openai/gpt-4.1-mini"
+    key_setting = "OPENROUTER_API_KEY"
+    base_url_setting = "OPENROUTER_BASE_URL"
+    default_base_url = "https://openrouter.ai/api/v1"
+
+
+def build_client(base_url: str, api_key: str) -> openai.OpenAI:
+    """A new SDK client on our own http client (deadline-aware hooks), with explicit timeout and retries."""
+    http_client = openai.DefaultHttpxClient(event_hooks=_common.http_hooks())
+    return openai.OpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        http_client=http_client,
+        timeout=float(settings.AGENT_LLM_TIMEOUT_S),
+        max_retries=int(settings.AGENT_LLM_MAX_RETRIES),
+    )
+
+
+# --- request ---------------------------------------------------------------------------------------------------
+
+
+def build_kwargs(name: str, model: str, request: ModelRequest) -> dict[str, Any]:
+    """Arguments of chat.completions.create: tools only in the tools protocol."""
+    kwargs: dict[str, Any] = {"model": model, "messages": wire_messages(name, request.messages)}
+    if request.protocol == "tools" and request.tools:
+        kwargs["tools"] = wire_tools(request.tools)
+    return kwargs
+
+
+def wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """ToolSpecs as Chat Completions function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": _common.plain(t.parameters)},
+        }
+        for t in tools
+    ]
+
+
+def wire_messages(name: str, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Neutral messages as Chat Completions messages."""
+    return [wire_message(name, m) for m in messages]
+
+
+def wire_message(name: str, message: dict[str, Any]) -> dict[str, Any]:
+    """One neutral message in the Chat Completions format."""
+    role = message.get("role")
+    content = str(message.get("content") or "")
+    if role in ("system", "user"):
+        return {"role": role, "content": content}
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": str(message.get("tool_call_id") or ""), "content": content}
+    if role != "assistant":
+        raise ModelError(f"{name}: unknown message role {str(role)[:20]!r}")
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return {"role": "assistant", "content": content}
+    return {"role": "assistant", "content": content or None, "tool_calls": [wire_call(c) for c in calls]}
+
+
+def wire_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A neutral tool call as a Chat Completions tool call (arguments as a JSON string)."""
+    arguments = call.get("arguments")
+    raw = arguments["__raw__"] if isinstance(arguments, dict) and set(arguments) == {"__raw__"} else None
+    encoded = raw if isinstance(raw, str) else json.dumps(arguments if arguments is not None else {})
+    return {
+        "id": str(call.get("id") or ""),
+        "type": "function",
+        "function": {"name": call.get("name"), "arguments": encoded},
+    }
+
+
+# --- reply -----------------------------------------------------------------------------------------------------
+
+
+def parse_reply(name: str, data: dict[str, Any]) -> ModelReply:
+    """A Chat Completions JSON body as a ModelReply; ModelError when its shape is wrong."""
+    message = first_message(name, data)
+    calls = parse_tool_calls(name, message.get("tool_calls"))
+    text = message_text(message.get("content"))
+    if text is None and not calls:
+        raise ModelError(f"{name}: unexpected reply shape (no content and no tool calls)")
+    return ModelReply(
+        text=text or "", tool_calls=calls, usage=parse_usage(data.get("usage")), reasoning=reasoning(message)
+    )
+
+
+def first_message(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """choices[0].message, checked."""
+    choices = data.get("choices")
+    if not choices and isinstance(data.get("error"), dict):
+        code = data["error"].get("code")
+        suffix = f" (code {code})" if isinstance(code, int | str) and len(str(code)) < 20 else ""
+        raise ModelError(f"{name}: the provider returned an error{suffix}")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ModelError(f"{name}: unexpected reply shape (no choices)")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ModelError(f"{name}: unexpected reply shape (no message)")
+    return message
+
+
+def message_text(content: Any) -> str | None:
+    """The message content as text (a string, or a list of text parts); None when there is none."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return "".join(parts) if parts else None
+    return None
+
+
+def parse_tool_calls(name: str, raw: Any) -> tuple[ToolCall, ...]:
+    """The message's tool calls, in order; arguments parsed from their JSON string."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ModelError(f"{name}: unexpected reply shape (tool_calls is not a list)")
+    calls = []
+    for index, item in enumerate(raw):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+            raise ModelError(f"{name}: unexpected reply shape (tool call without a function name)")
+        call_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else f"call_{index}"
+        calls.append(ToolCall(id=call_id, name=function["name"], arguments=parse_arguments(function.get("arguments"))))
+    return tuple(calls)
+
+
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict; {"__raw__": text} when they are not a JSON object."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {"__raw__": text}
+    return parsed if isinstance(parsed, dict) else {"__raw__": text}
+
+
+def parse_usage(raw: Any) -> Usage:
+    """prompt/completion tokens; 0 when absent."""
+    if not isinstance(raw, dict):
+        return Usage()
+    return Usage(
+        prompt_tokens=_common.as_int(raw.get("prompt_tokens")),
+        completion_tokens=_common.as_int(raw.get("completion_tokens")),
+    )
+
+
+def reasoning(message: dict[str, Any]) -> str | None:
+    """A reasoning field of OpenAI-compatible APIs (`reasoning_content`, `reasoning`), kept out of the text."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None

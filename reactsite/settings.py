@@ -1,0 +1,200 @@
+"""Settings for reactsite, read from the environment (django-environ)."""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+DEBUG = env.bool("DEBUG", default=False)
+# A development key only when DEBUG is on; production must set SECRET_KEY.
+SECRET_KEY = env("SECRET_KEY", default="dev-insecure-key-only-for-debug" if DEBUG else None)
+if not SECRET_KEY:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (or set DEBUG=1 for development).")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"] + (["testserver"] if DEBUG else []))
+VERSION = "0.1.0"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "corsheaders",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "agents",
+    "memory",
+]
+
+MIDDLEWARE = [
+    "log_request_id.middleware.RequestIDMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "corsheaders.middleware.CorsMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "reactsite.urls"
+WSGI_APPLICATION = "reactsite.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: a SQLite file in WAL mode by default; DATABASE_URL for PostgreSQL.
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = str(BASE_DIR / "test_db.sqlite3")
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Shared cache: Redis when REDIS_URL is set, else Django's database cache (shared by every process).
+REDIS_URL = env("REDIS_URL", default="")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "reactsite_cache"}
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# gunicorn serves the admin's static files through WhiteNoise (no separate web server needed).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# Security: on by default when DEBUG is off; each can be switched off (e.g. behind a TLS-terminating proxy).
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health/?$"]
+X_FRAME_OPTIONS = "DENY"
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=256 * 1024)
+
+CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+
+# Request ids: echoed from X-Request-ID or generated, returned on every response, added to every log line.
+LOG_REQUEST_ID_HEADER = "HTTP_X_REQUEST_ID"
+GENERATE_REQUEST_ID_IF_NOT_IN_HEADER = True
+REQUEST_ID_RESPONSE_HEADER = "X-Request-ID"
+NO_REQUEST_ID = "none"
+
+LOG_LEVEL = env("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "log_request_id.filters.RequestIDFilter"}},
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+        }
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["request_id"]},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+        "anthropic": {"level": "WARNING"},
+    },
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+}
+SPECTACULAR_SETTINGS = {"TITLE": "reactsite API", "VERSION": VERSION, "SERVE_INCLUDE_SCHEMA": False}
+
+# The agent runtime (see ../shared/API.md for every setting's meaning).
+AGENT_DEFAULT_PROVIDER = env("AGENT_DEFAULT_PROVIDER", default="demo")
+AGENT_ALLOWED_PROVIDERS = env.list(
+    "AGENT_ALLOWED_PROVIDERS", default=["demo", "openai", "anthropic", "xai", "huggingface", "openrouter"]
+)
+AGENT_DEFAULT_PROTOCOL = env("AGENT_DEFAULT_PROTOCOL", default="tools")
+AGENT_SENSITIVE_TOOLS = env.list("AGENT_SENSITIVE_TOOLS", default=["search"])
+AGENT_SELF_APPROVAL = env.bool("AGENT_SELF_APPROVAL", default=False)
+AGENT_RATE_LIMIT = env("AGENT_RATE_LIMIT", default="30/m")
+AGENT_MAX_INPUT_CHARS = env.int("AGENT_MAX_INPUT_CHARS", default=8000)
+AGENT_MAX_TOOL_OUTPUT_CHARS = env.int("AGENT_MAX_TOOL_OUTPUT_CHARS", default=4000)
+AGENT_LLM_TIMEOUT_S = env.float("AGENT_LLM_TIMEOUT_S", default=30.0)
+AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=2)
+AGENT_DEFAULT_MAX_TURNS = 8
+AGENT_DEFAULT_TIMEOUT_S = 60.0
+# Model allowlists per provider (empty: any model). E.g. AGENT_MODELS_OPENAI=gpt-4.1-mini,gpt-4.1
+AGENT_MODELS = {
+    name: env.list(f"AGENT_MODELS_{name.upper()}", default=[])
+    for name in ("demo", "openai", "anthropic", "xai", "huggingface", "openrouter")
+}
+# Provider credentials and endpoints (never logged).
+OPENAI_API_KEY = env("OPENAI_API_KEY", default="")
+OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="")
+ANTHROPIC_API_KEY = env("ANTHROPIC_API_KEY", default="")
+ANTHROPIC_BASE_URL = env("ANTHROPIC_BASE_URL", default="")
+XAI_API_KEY = env("XAI_API_KEY", default="")
+XAI_BASE_URL = env("XAI_BASE_URL", default="https://api.x.ai/v1")
+HF_TOKEN = env("HF_TOKEN", default="")
+HF_BASE_URL = env("HF_BASE_URL", default="https://router.huggingface.co/v1")
+OPENROUTER_API_KEY = env("OPENROUTER_API_KEY", default="")
+OPENROUTER_BASE_URL = env("OPENROUTER_BASE_URL", default="https://openrouter.ai/api/v1")
+TAVILY_API_KEY = env("TAVILY_API_KEY", default="")
+TAVILY_URL = env("TAVILY_URL", default="https://api.tavily.com/search")
+DUCKDUCKGO_URL = env("DUCKDUCKGO_URL", default="https://api.duckduckgo.com/")
+SEARCH_TIMEOUT_S = env.float("SEARCH_TIMEOUT_S", default=10.0)
