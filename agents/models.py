@@ -107,3 +107,20 @@ class Step(models.Model):
     def as_event(self) -> dict:
         """The engine's view of this step."""
         return {"index": self.index, "kind": self.kind, "latency_ms": self.latency_ms, **self.data}
+
+
+class IdempotencyKey(models.Model):
+    """A client's Idempotency-Key for POST /runs: the first response is replayed for 24 hours."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_user_key_unique")]
+
+    def __str__(self) -> str:
+        return f"idempotency key {self.key[:16]}"

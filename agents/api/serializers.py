@@ -96,3 +96,34 @@ class RunCreateSerializer(serializers.Serializer):
         if not value.strip():
             raise serializers.ValidationError("This field may not be blank.")
         return value
+
+
+class ToolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.DictField()
+    sensitive = serializers.BooleanField()
+
+
+class ToolInvokeSerializer(serializers.Serializer):
+    arguments = serializers.DictField(default=dict)
+
+
+class ToolResultSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    output = serializers.CharField()
+    is_error = serializers.BooleanField()
+
+
+class SeedRunSerializer(serializers.Serializer):
+    input = serializers.CharField()
+    max_turns = serializers.IntegerField(required=False)
+    timeout_s = serializers.FloatField(required=False)
+
+
+class SeedRunResultSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    output = serializers.CharField(allow_null=True)
+    stop_reason = serializers.CharField(allow_null=True)
+    turns = serializers.IntegerField()
+    ok = serializers.BooleanField()

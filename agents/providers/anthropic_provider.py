@@ -27,7 +27,7 @@ class AnthropicProvider(_common.KeyedProvider):
     """Claude models through the Messages API."""
 
     name = "anthropic"
-    default_model = "claude-sonnet-4-5"
+    default_model = "claude-sonnet-4-6"  # claude-sonnet-4-5 is deprecated (EOL 2026-11-30) in anthropic 2.14
     key_setting = "ANTHROPIC_API_KEY"
     base_url_setting = "ANTHROPIC_BASE_URL"
     default_base_url = "https://api.anthropic.com"

@@ -21,8 +21,9 @@ class Provider(ABC):
         self.model = model or self.default_model
 
     @classmethod
-    def check_config(cls) -> None:  # noqa: B027 - optional hook
+    def check_config(cls) -> None:
         """Raise ProviderConfigError when the provider cannot be used (e.g. a missing key)."""
+        return None
 
     @abstractmethod
     def complete(self, request: ModelRequest) -> ModelReply:

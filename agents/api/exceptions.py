@@ -1,0 +1,28 @@
+"""Service errors to HTTP: DRF shapes ({"detail": …} or field errors), never a stack trace."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ObjectDoesNotExist
+from rest_framework import status
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from agents import services
+
+_STATUS = {
+    services.InvalidRequest: status.HTTP_400_BAD_REQUEST,
+    services.NotAllowed: status.HTTP_403_FORBIDDEN,
+    services.RunBusy: status.HTTP_409_CONFLICT,
+    services.RunFinished: status.HTTP_409_CONFLICT,
+}
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, ObjectDoesNotExist):
+        exc = NotFound()
+    for cls, code in _STATUS.items():
+        if isinstance(exc, cls):
+            detail = exc.detail if isinstance(exc.detail, dict) else {"detail": str(exc.detail)}
+            return Response(detail, status=code)
+    return drf_exception_handler(exc, context)

@@ -1,0 +1,28 @@
+"""Routes of API.md under /api/v1/; a trailing slash is optional everywhere."""
+
+from django.urls import re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from agents.api.views import HealthView, RunViewSet, ToolViewSet
+
+
+
+class OptionalSlashRouter(SimpleRouter):
+    """`/runs` and `/runs/` both route (no redirect, so POST bodies survive)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trailing_slash = "/?"
+
+
+router = OptionalSlashRouter()
+router.register("runs", RunViewSet, basename="run")
+router.register("tools", ToolViewSet, basename="tool")
+
+urlpatterns = [
+    re_path(r"^health/?$", HealthView.as_view(), name="health"),
+    re_path(r"^schema/?$", SpectacularAPIView.as_view(), name="schema"),
+    re_path(r"^docs/?$", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    *router.urls,
+]

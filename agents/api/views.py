@@ -1,0 +1,217 @@
+"""HTTP layer for runs and tools: validate → service → serialize. Nothing else lives here."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Prefetch
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents import idempotency, runtime, services
+from agents.api.serializers import (
+    RunCreateSerializer,
+    RunDetailSerializer,
+    RunSerializer,
+    SeedRunResultSerializer,
+    SeedRunSerializer,
+    ToolInvokeSerializer,
+    ToolResultSerializer,
+    ToolSerializer,
+)
+from agents.api.throttling import AgentRateThrottle
+from agents.engine.dispatch import Toolset, run_tool, schema_error
+from agents.models import Run, RunMode, RunStatus, Step, StopReason
+from agents.permissions import can_review, visible_runs
+from agents.tools import ToolContext
+
+
+class RunFilter(filters.FilterSet):
+    status = filters.ChoiceFilter(choices=RunStatus.choices)
+    stop_reason = filters.ChoiceFilter(choices=StopReason.choices)
+
+    class Meta:
+        model = Run
+        fields = ["status", "stop_reason"]
+
+
+class AdvanceSerializer(serializers.Serializer):
+    approval = serializers.BooleanField(required=False, allow_null=True, default=None)
+    arguments = serializers.DictField(required=False, allow_null=True, default=None)
+    reason = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
+
+
+def _to_json(data) -> object:
+    """Plain JSON values (for storing a response to replay it later)."""
+    return json.loads(JSONRenderer().render(data))
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    serializer_class = RunSerializer
+    filterset_class = RunFilter
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        runs = visible_runs(self.request.user).order_by("-created_at")
+        if self.action == "retrieve":
+            return runs.prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")))
+        return runs
+
+    def get_object(self):
+        try:
+            return super().get_object()
+        except (ValidationError, ValueError):
+            raise NotFound() from None
+
+    def get_throttles(self):
+        return [AgentRateThrottle()] if self.action in {"create", "advance"} else []
+
+    def get_serializer_class(self):
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+    @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer, 202: RunSerializer})
+    def create(self, request):
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            return self._create(request)
+        if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH:
+            raise ValidationError({"detail": "The Idempotency-Key header must have 1 to 255 characters."})
+        try:
+            record, replay = idempotency.begin(request.user, key, request.data)
+        except idempotency.KeyMismatch:
+            return Response({"detail": "This Idempotency-Key was used with a different body."}, status=422)
+        except idempotency.KeyInProgress:
+            return Response({"detail": "A request with this Idempotency-Key is still being processed."}, status=409)
+        if replay:
+            return Response(record.response, status=record.status_code)
+        try:
+            response = self._create(request)
+        except BaseException:
+            idempotency.abandon(record)
+            raise
+        if 200 <= response.status_code < 300:
+            idempotency.finish(record, response.status_code, _to_json(response.data))
+        else:
+            idempotency.abandon(record)
+        return response
+
+    def _create(self, request) -> Response:
+        data = RunCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        if data.validated_data["mode"] == RunMode.BACKGROUND:
+            raise ValidationError({"mode": ["Background runs are not available yet; use 'sync' or 'step'."]})
+        run = services.start_run(owner=request.user, options=services.RunOptions(**data.validated_data))
+        units = None if run.mode == RunMode.SYNC else 1
+        run = services.execute(run_id=run.pk, units=units)
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=AdvanceSerializer, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def advance(self, request, pk=None):
+        run = self.get_object()
+        body = AdvanceSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.advance_run(run_id=run.pk, actor=request.user, **body.validated_data)
+        return Response(RunSerializer(run).data)
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        run = services.cancel_run(run_id=self.get_object().pk, actor=request.user)
+        return Response(RunSerializer(run).data)
+
+
+class ToolViewSet(viewsets.ViewSet):
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+
+    def get_throttles(self):
+        return [AgentRateThrottle()] if self.action == "invoke" else []
+
+    @extend_schema(responses=ToolSerializer(many=True))
+    def list(self, request):
+        floor = set(runtime.sensitive_floor())
+        registry = runtime.tool_registry()
+        tools = [registry.get(n) for n in registry.names()]
+        return Response([t.describe(sensitive=t.name in floor or t.sensitive) for t in tools])
+
+    @extend_schema(request=ToolInvokeSerializer, responses=ToolResultSerializer)
+    @action(detail=True, methods=["post"])
+    def invoke(self, request, name=None):
+        tool = runtime.tool_registry().get(name)
+        if tool is None:
+            raise NotFound(f"Unknown tool '{name}'.")
+        if (tool.sensitive or name in runtime.sensitive_floor()) and not can_review(request.user):
+            raise PermissionDenied("This tool is sensitive: invoking it needs the agents.review_run permission.")
+        arguments = request.data.get("arguments", {}) if isinstance(request.data, dict) else None
+        problem = schema_error(tool.parameters, arguments)
+        if problem is not None:
+            raise ValidationError({"arguments": [problem]})
+        toolset = Toolset({name: tool}, ToolContext(user_id=request.user.pk), settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+        result = run_tool(toolset, name, arguments, tool.timeout_s)
+        return Response({"name": name, "output": result.output, "is_error": result.is_error})
+
+
+class SeedRunView(APIView):
+    """The seed project's one-shot: a sync `tools` run, answered in the seed's shape."""
+
+    throttle_classes = [AgentRateThrottle]
+
+    @extend_schema(request=SeedRunSerializer, responses=SeedRunResultSerializer)
+    def post(self, request):
+        body = request.data if isinstance(request.data, dict) else {}
+        allowed = {k: body[k] for k in ("input", "max_turns", "timeout_s") if k in body}
+        data = RunCreateSerializer(data={**allowed, "mode": "sync", "protocol": "tools"})
+        data.is_valid(raise_exception=True)
+        run = services.start_run(owner=request.user, options=services.RunOptions(**data.validated_data))
+        run = services.execute(run_id=run.pk)
+        payload = {
+            "run_id": str(run.pk),
+            "output": run.output,
+            "stop_reason": run.stop_reason,
+            "turns": run.turns,
+            "ok": run.ok,
+        }
+        return Response(payload)
+
+
+class HealthView(APIView):
+    """Liveness and readiness: the database and the shared cache answer."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: dict, 503: dict})
+    def get(self, request):
+        parts = {"database": _check_database(), "cache": _check_cache()}
+        healthy = all(v == "ok" for v in parts.values())
+        body = {"status": "ok" if healthy else "error", **parts}
+        body |= {"default_provider": settings.AGENT_DEFAULT_PROVIDER, "version": settings.VERSION}
+        return Response(body, status=200 if healthy else 503)
+
+
+def _check_database() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return f"error: {type(exc).__name__}"
+
+
+def _check_cache() -> str:
+    try:
+        cache.set("health:ping", "pong", 10)
+        return "ok" if cache.get("health:ping") == "pong" else "error: read back failed"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return f"error: {type(exc).__name__}"
