@@ -9,5 +9,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("agents.api.urls")),
+    path("api/v1/memory/", include("memory.api.urls")),
     re_path(r"^v1/agent/runs/?$", SeedRunView.as_view(), name="seed-run"),
 ]

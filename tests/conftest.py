@@ -15,3 +15,53 @@ def stub():
     """A scripted HTTP server on 127.0.0.1, stopped after the test."""
     with StubServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(request):
+    """Rate-limit counters and idempotency state never leak from one test to the next."""
+    if "db" in request.fixturenames or "transactional_db" in request.fixturenames:
+        from django.core.cache import cache
+
+        cache.clear()
+    yield
+
+
+def make_user(username: str, *, staff: bool = False, reviewer: bool = False, superuser: bool = False):
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(username, password="pw-" + username, is_staff=staff, is_superuser=superuser)
+    if reviewer:
+        user.user_permissions.add(Permission.objects.get(codename="review_run"))
+    return User.objects.get(pk=user.pk)  # fresh object: permission cache empty
+
+
+def client_for(user):
+    """A DRF client authenticated with the user's API token, as a real client would be."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def alice(db):
+    return make_user("alice")
+
+
+@pytest.fixture
+def bob(db):
+    return make_user("bob")
+
+
+@pytest.fixture
+def reviewer(db):
+    return make_user("rita", staff=True, reviewer=True)
+
+
+@pytest.fixture
+def api(alice):
+    return client_for(alice)

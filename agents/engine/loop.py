@@ -250,7 +250,7 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
         if now >= state.deadline:
             return rec.stop(StopReason.TIMEOUT, "deadline reached before a tool call")
         approval = _approval_for(state, call.id)
-        if approval is None and call.name in state.sensitive_tools:
+        if approval is None and _is_sensitive(state, toolset, call.name):
             state.status = Status.AWAITING_APPROVAL
             return
         arguments = approval["arguments"] if approval else call.arguments
@@ -264,6 +264,11 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
             output=result.output,
             is_error=result.is_error,
         )
+
+
+def _is_sensitive(state: RunState, toolset: Toolset, name: str) -> bool:
+    """Listed for this run, or marked sensitive by the tool itself (a run can widen the gate, never narrow it)."""
+    return name in state.sensitive_tools or bool(getattr(toolset.tools.get(name), "sensitive", False))
 
 
 def _approval_for(state: RunState, call_id: str) -> dict[str, Any] | None:

@@ -11,9 +11,14 @@ _MARKER = re.compile(r"<<<\s*TOOL_OUTPUT_(START|END)\s*>>>", re.IGNORECASE)
 _REPLACEMENT = "[tool output marker removed]"
 
 
+# Invisible characters outside category Cf (Unicode's Default_Ignorable_Code_Point): a combining grapheme joiner
+# or a variation selector hides inside a marker as well as a zero-width space does.
+_IGNORABLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0000-\U000e0fff]")
+
+
 def _strip_format_chars(text: str) -> str:
-    """Drop invisible format characters (zero-width spaces and joiners, BOM, bidi controls)."""
-    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    """Drop invisible characters (zero-width spaces and joiners, BOM, bidi controls, variation selectors)."""
+    return _IGNORABLE.sub("", "".join(ch for ch in text if unicodedata.category(ch) != "Cf"))
 
 
 def neutralise(text: str) -> str:
@@ -24,12 +29,20 @@ def neutralise(text: str) -> str:
     return clean
 
 
+def _note(dropped: int) -> str:
+    return f"\n…[truncated {dropped} characters]"
+
+
 def cut(text: str, limit: int) -> str:
-    """At most `limit` characters, saying how much was cut."""
+    """At most `limit` characters, saying how many were cut when the note fits in the bound."""
     if len(text) <= limit:
         return text
-    note = f"\n…[truncated {len(text) - limit} characters]"
-    return text[: max(0, limit - len(note))] + note
+    keep = limit - len(_note(len(text) - limit))
+    while keep >= 0 and keep + len(_note(len(text) - keep)) > limit:  # the count's digits lengthen the note
+        keep -= 1
+    if keep < 0:
+        return text[: max(0, limit)]
+    return text[:keep] + _note(len(text) - keep)
 
 
 def prepare(raw: str, limit: int) -> str:

@@ -31,6 +31,9 @@ class Tool:
     func: ToolFunc
     sensitive: bool = False
     timeout_s: float = 10.0
+    # Database tools run in the caller's thread so they share its connection and transaction; their bound is
+    # the database's own. Other tools run in a worker thread that the engine stops waiting for at timeout_s.
+    inline: bool = False
 
     def __call__(self, arguments: dict[str, Any], context: ToolContext) -> str:
         return self.func(arguments, context)

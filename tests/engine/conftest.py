@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -57,14 +56,16 @@ def echo_tool(name: str = "echo", log: list[dict[str, Any]] | None = None, **kwa
 
 
 def toolset(*tools: Tool, max_output_chars: int = 4000) -> Toolset:
-    return Toolset(tools={t.name: t for t in tools}, context=ToolContext(user_id=7, run_id="r1"), max_output_chars=max_output_chars)
+    return Toolset(
+        tools={t.name: t for t in tools}, context=ToolContext(user_id=7, run_id="r1"), max_output_chars=max_output_chars
+    )
 
 
-def new_state(tools: Toolset | None = None, **kwargs: Any) -> RunState:
-    """A running state whose enabled tools are the toolset's."""
+def new_state(of: Toolset | None = None, /, **kwargs: Any) -> RunState:
+    """A running state whose enabled tools are, unless given, those of the toolset `of`."""
     kwargs.setdefault("input", "the task")
-    if tools is not None:
-        kwargs.setdefault("tools", list(tools.tools))
+    if of is not None:
+        kwargs.setdefault("tools", list(of.tools))
     return RunState(**kwargs)
 
 
@@ -87,11 +88,6 @@ def kinds(steps: list[dict[str, Any]]) -> list[str]:
 
 def roles(messages: list[dict[str, Any]]) -> list[str]:
     return [m["role"] for m in messages]
-
-
-def call_ids() -> Callable[[], str]:
-    counter = itertools.count()
-    return lambda: f"c{next(counter)}"
 
 
 @pytest.fixture

@@ -37,7 +37,9 @@ def request(
 ) -> ModelRequest:
     """A ModelRequest with a default one-line conversation and the two test tools."""
     msgs = messages if messages is not None else [{"role": "user", "content": "Hi"}]
-    return ModelRequest(messages=msgs, tools=[WEATHER, CALC] if tools is None else tools, protocol=protocol, timeout_s=timeout_s)
+    return ModelRequest(
+        messages=msgs, tools=[WEATHER, CALC] if tools is None else tools, protocol=protocol, timeout_s=timeout_s
+    )
 
 
 def tool_turn_messages() -> list[dict[str, Any]]:
@@ -68,7 +70,9 @@ def openai_usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def openai_message(message: dict[str, Any], usage: dict[str, int] | None = None, finish: str = "stop") -> dict[str, Any]:
+def openai_message(
+    message: dict[str, Any], usage: dict[str, int] | None = None, finish: str = "stop"
+) -> dict[str, Any]:
     """A Chat Completions body around one assistant message."""
     body: dict[str, Any] = {
         "id": "chatcmpl-test",

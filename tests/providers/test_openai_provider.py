@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -130,14 +132,18 @@ def test_key_is_sent_as_bearer_token(openai_env):
 
 
 def test_429_then_success_is_retried(openai_env):
-    openai_env.add("POST", OPENAI_PATH, status=429, json=llm.openai_error("slow down"), headers={"retry-after-ms": "10"})
+    openai_env.add(
+        "POST", OPENAI_PATH, status=429, json=llm.openai_error("slow down"), headers={"retry-after-ms": "10"}
+    )
     openai_env.add("POST", OPENAI_PATH, json=llm.openai_text("ok"))
     assert OpenAIProvider().complete(llm.request()).text == "ok"
     assert openai_env.count("POST", OPENAI_PATH) == 2
 
 
 def test_500_every_time_gives_up_after_all_retries(openai_env):
-    openai_env.add("POST", OPENAI_PATH, status=500, json=llm.openai_error(), headers={"retry-after-ms": "10"}, repeat=True)
+    openai_env.add(
+        "POST", OPENAI_PATH, status=500, json=llm.openai_error(), headers={"retry-after-ms": "10"}, repeat=True
+    )
     with pytest.raises(ModelError) as err:
         OpenAIProvider().complete(llm.request())
     assert openai_env.count("POST", OPENAI_PATH) == 3
@@ -146,7 +152,9 @@ def test_500_every_time_gives_up_after_all_retries(openai_env):
 
 def test_huge_retry_after_does_not_outlive_the_deadline(openai_env, settings):
     settings.AGENT_LLM_TIMEOUT_S = 0.5  # leaves room for retries within the 2 s budget
-    openai_env.add("POST", OPENAI_PATH, status=429, json=llm.openai_error(), headers={"retry-after": "500"}, repeat=True)
+    openai_env.add(
+        "POST", OPENAI_PATH, status=429, json=llm.openai_error(), headers={"retry-after": "500"}, repeat=True
+    )
     started = time.monotonic()
     with pytest.raises(ModelError) as err:
         OpenAIProvider().complete(llm.request(timeout_s=2.0))
@@ -205,7 +213,9 @@ def test_wrong_shape_is_a_model_error(openai_env, body):
 
 
 def test_html_body_is_a_model_error(openai_env):
-    openai_env.add("POST", OPENAI_PATH, body="<html><body>Bad gateway</body></html>", headers={"Content-Type": "text/html"})
+    openai_env.add(
+        "POST", OPENAI_PATH, body="<html><body>Bad gateway</body></html>", headers={"Content-Type": "text/html"}
+    )
     with pytest.raises(ModelError) as err:
         OpenAIProvider().complete(llm.request())
     assert "html" not in str(err.value).lower()
@@ -249,6 +259,45 @@ def test_budget_limits_retries_to_the_remaining_time(settings):
     assert _common.call_budget("x", 45.0).max_retries == 1
     assert _common.call_budget("x", 300.0).max_retries == 2
     assert _common.call_budget("x", 300.0).timeout_s == 30.0
+
+
+def test_request_hook_counts_attempts_and_shrinks_timeouts_to_the_deadline():
+    budget = _common.Budget(timeout_s=30.0, max_retries=0, deadline=time.monotonic() + 1.0)
+    request = SimpleNamespace(extensions={"timeout": {"connect": 5.0, "read": 30.0, "write": 30.0, "pool": None}})
+    with _common.deadline_scope(budget) as state:
+        _common.on_request(request)
+    assert state.attempts == 1
+    assert all(0 < value <= 1.0 for value in request.extensions["timeout"].values())
+
+
+def _response(status: int, **headers: str) -> SimpleNamespace:
+    return SimpleNamespace(status_code=status, headers={k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def test_response_hook_caps_retry_after_without_a_deadline():
+    response = _response(429, retry_after="500")
+    _common.on_response(response)
+    assert response.headers["retry-after-ms"] == str(int(_common.RETRY_AFTER_CAP_S * 1000))
+    assert "x-should-retry" not in response.headers
+
+
+def test_response_hook_vetoes_a_retry_the_deadline_cannot_fit():
+    budget = _common.Budget(timeout_s=1.0, max_retries=2, deadline=time.monotonic() + 2.0)
+    long_wait, short_wait, ok = _response(429, retry_after="500"), _response(503, retry_after_ms="10"), _response(200)
+    with _common.deadline_scope(budget):
+        for response in (long_wait, short_wait, ok):
+            _common.on_response(response)
+    assert long_wait.headers["x-should-retry"] == "false"
+    assert "x-should-retry" not in short_wait.headers
+    assert ok.headers == {}
+
+
+def test_server_wait_reads_ms_seconds_and_dates():
+    assert _common.server_wait({"retry-after-ms": "250"}) == 0.25
+    assert _common.server_wait({"retry-after": "3"}) == 3.0
+    assert _common.server_wait({"retry-after": "soon"}) is None
+    later = email.utils.formatdate(time.time() + 100, usegmt=True)
+    assert 90 < _common.server_wait({"retry-after": later}) <= 101
 
 
 # --- OpenAI-compatible providers -------------------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""Memory API: the authenticated user's own facts, nothing else."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from agents.api.pagination import Pagination
+from memory import services
+from memory.models import MAX_FACT_CHARS, Fact
+
+
+class FactSerializer(serializers.ModelSerializer):
+    text = serializers.CharField(max_length=MAX_FACT_CHARS)
+
+    class Meta:
+        model = Fact
+        fields = ["id", "text", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+
+class _RankedPage(list):
+    """A slice of ranked results that knows the total (for the paginator's count)."""
+
+    def __init__(self, user, query: str) -> None:
+        super().__init__()
+        self.user, self.query = user, query
+
+    def count(self) -> int:  # called by LimitOffsetPagination
+        return services.count_matches(self.user, self.query)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return services.recall(self.user, self.query, limit=item.stop - item.start, offset=item.start)
+        raise TypeError("ranked results are read in pages")
+
+    def __len__(self) -> int:
+        return self.count()
+
+
+class FactViewSet(viewsets.GenericViewSet):
+    serializer_class = FactSerializer
+    pagination_class = Pagination
+    lookup_value_regex = "[0-9]+"
+
+    def get_queryset(self):
+        return Fact.objects.filter(owner=self.request.user).order_by("-created_at", "-id")
+
+    @extend_schema(parameters=[OpenApiParameter("q", str, description="rank by relevance to this text")])
+    def list(self, request):
+        query = request.query_params.get("q", "")
+        if len(query) > 500:
+            raise ValidationError({"q": ["Ensure this parameter has no more than 500 characters."]})
+        source = _RankedPage(request.user, query) if query.strip() else self.get_queryset()
+        page = self.paginate_queryset(source)
+        return self.get_paginated_response(FactSerializer(page, many=True).data)
+
+    def create(self, request):
+        body = FactSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            fact, _ = services.remember(request.user, body.validated_data["text"])
+        except services.MemoryError_ as exc:
+            raise ValidationError({"text": [str(exc)]}) from None
+        return Response(FactSerializer(fact).data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request, pk=None):
+        get_object_or_404(self.get_queryset(), pk=pk).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)

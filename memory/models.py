@@ -1,0 +1,25 @@
+"""Long-term memory: facts that belong to one user. Full-text search lives beside the table (see migrations)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+MAX_FACT_CHARS = 1000
+
+
+class Fact(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="facts")
+    text = models.CharField(max_length=MAX_FACT_CHARS)
+    # sha256 of the normalised text: one fact per (owner, normalised text)
+    digest = models.CharField(max_length=64, editable=False)
+    run = models.ForeignKey("agents.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="facts")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "digest"], name="fact_owner_digest_unique")]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="fact_owner_created")]
+
+    def __str__(self) -> str:
+        return self.text[:60]

@@ -1,0 +1,73 @@
+"""The memory tools. The user is the run's owner from the host context; no argument can name another user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from agents.tools import Tool, ToolContext, ToolError, registry
+from memory import services
+from memory.models import MAX_FACT_CHARS
+
+
+def _owner(context: ToolContext):
+    if context is None or context.user_id is None:
+        raise ToolError("Memory needs a signed-in user.")
+    user = get_user_model().objects.filter(pk=context.user_id).first()
+    if user is None:
+        raise ToolError("Memory needs a signed-in user.")
+    return user
+
+
+def remember(arguments: dict[str, Any], context: ToolContext) -> str:
+    """Store one fact for the run's owner."""
+    from agents.models import Run
+
+    run = Run.objects.filter(pk=context.run_id).first() if context and context.run_id else None
+    try:
+        fact, created = services.remember(_owner(context), arguments["text"], run=run)
+    except services.MemoryError_ as exc:
+        raise ToolError(str(exc)) from None
+    return f"{'Remembered' if created else 'Already remembered'}: {fact.text}"
+
+
+def recall(arguments: dict[str, Any], context: ToolContext) -> str:
+    """The owner's facts most relevant to the query."""
+    facts = services.recall(_owner(context), arguments["query"], int(arguments.get("limit", 5)))
+    if not facts:
+        return "No matching facts remembered."
+    return "\n".join(f"- {fact.text}" for fact in facts)
+
+
+registry.register(
+    Tool(
+        name="remember",
+        description="Store a fact about the user in long-term memory for later runs.",
+        parameters={
+            "type": "object",
+            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS}},
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        func=remember,
+        inline=True,
+    )
+)
+registry.register(
+    Tool(
+        name="recall",
+        description="Look up facts remembered about the user, most relevant first.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "maxLength": 500},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        func=recall,
+        inline=True,
+    )
+)

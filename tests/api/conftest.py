@@ -1,0 +1,120 @@
+"""Fixtures and helpers for the HTTP API tests (contract: /work/shared/API.md)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.conftest import client_for
+
+RUNS = "/api/v1/runs"
+TOOLS = "/api/v1/tools"
+SEED = "/v1/agent/runs"
+HEALTH = "/api/v1/health"
+SCHEMA = "/api/v1/schema"
+DOCS = "/api/v1/docs"
+
+ARITHMETIC = "What is 12*7, plus 1?"
+
+RUN_KEYS = {
+    "id",
+    "status",
+    "stop_reason",
+    "ok",
+    "output",
+    "turns",
+    "input",
+    "mode",
+    "protocol",
+    "provider",
+    "model",
+    "max_turns",
+    "timeout_s",
+    "tools",
+    "sensitive_tools",
+    "pending_action",
+    "error",
+    "usage",
+    "created_at",
+    "updated_at",
+}
+STEP_COMMON = {"index", "kind", "created_at", "latency_ms"}
+STEP_FIELDS = {
+    "model": {"thought", "text", "tool_calls", "final_answer", "usage"},
+    "tool": {"call_id", "name", "arguments", "output", "is_error"},
+    "approval": {"call_id", "name", "original_arguments", "arguments", "approved", "reviewer", "reason"},
+    "error": {"message"},
+}
+SEED_KEYS = {"run_id", "output", "stop_reason", "turns", "ok"}
+DDG_ANSWER = {"Heading": "Python", "AbstractText": "Python is a programming language."}
+
+
+def run_url(run_id, suffix: str = "") -> str:
+    return f"{RUNS}/{run_id}{'/' + suffix if suffix else ''}"
+
+
+def create_run(client, input: str = ARITHMETIC, **fields):
+    return client.post(RUNS, {"input": input, **fields}, format="json")
+
+
+def make_runs(owner, n: int, **fields):
+    """`n` stored runs without running the agent loop (for lists, paging and query counts)."""
+    from agents.models import Run
+
+    defaults = {
+        "input": "stored",
+        "provider": "demo",
+        "model": "demo-1",
+        "tools": ["calculator", "search"],
+        "sensitive_tools": ["search"],
+        "deadline": timezone.now() + timedelta(seconds=60),
+        "status": "done",
+        "stop_reason": "final_answer",
+        "output": "x",
+    }
+    runs = Run.objects.bulk_create([Run(owner=owner, **{**defaults, **fields}) for _ in range(n)])
+    return runs
+
+
+def spread_created_at(runs) -> None:
+    """Distinct created_at values, runs[0] oldest."""
+    from agents.models import Run
+
+    base = timezone.now() - timedelta(hours=1)
+    for i, run in enumerate(runs):
+        Run.objects.filter(pk=run.pk).update(created_at=base + timedelta(seconds=i))
+
+
+def run_count() -> int:
+    from agents.models import Run
+
+    return Run.objects.count()
+
+
+@pytest.fixture
+def search_stub(stub, settings):
+    """DuckDuckGo answered by the local stub; no network is ever touched."""
+    settings.TAVILY_API_KEY = ""
+    settings.DUCKDUCKGO_URL = stub.url + "/"
+    stub.add("GET", "/", json=DDG_ANSWER, repeat=True)
+    return stub
+
+
+@pytest.fixture
+def no_search_network(stub, settings):
+    """Any search call would hit the stub, which has nothing scripted (404 → tool error), never the network."""
+    settings.TAVILY_API_KEY = ""
+    settings.DUCKDUCKGO_URL = stub.url + "/"
+    return stub
+
+
+@pytest.fixture
+def reviewer_api(reviewer):
+    return client_for(reviewer)
+
+
+@pytest.fixture
+def bob_api(bob):
+    return client_for(bob)
