@@ -7,7 +7,6 @@ from rest_framework.routers import SimpleRouter
 from agents.api.views import HealthView, RunViewSet, ToolViewSet
 
 
-
 class OptionalSlashRouter(SimpleRouter):
     """`/runs` and `/runs/` both route (no redirect, so POST bodies survive)."""
 

@@ -29,12 +29,25 @@ class ToolResult:
     is_error: bool
 
 
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
+
+
+def _validator(parameters: Mapping[str, Any]) -> Draft202012Validator:
+    """Validators are costly to build: keep one per schema object (tool schemas live as long as the process)."""
+    cached = _VALIDATORS.get(id(parameters))
+    if cached is None or cached[0] is not parameters:
+        Draft202012Validator.check_schema(dict(parameters))
+        cached = (parameters, Draft202012Validator(dict(parameters)))
+        _VALIDATORS[id(parameters)] = cached
+    return cached[1]
+
+
 def schema_error(parameters: Mapping[str, Any], arguments: Any) -> str | None:
     """The first JSON Schema violation of `arguments`, or None."""
     if not isinstance(arguments, dict):
         return "arguments must be a JSON object"
     try:
-        error = next(iter(Draft202012Validator(dict(parameters)).iter_errors(arguments)), None)
+        error = next(iter(_validator(parameters).iter_errors(arguments)), None)
     except SchemaError:
         return "the tool's schema is invalid"
     if error is None:

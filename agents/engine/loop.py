@@ -216,7 +216,7 @@ def classify(reply: ModelReply, state: RunState, toolset: Toolset) -> tuple[Outc
     if reply.tool_calls:
         calls = tuple(_with_id(c, len(state.steps), i) for i, c in enumerate(reply.tool_calls))
         return Act(calls), thought or (text.strip() or None)
-    answer = react.parse(text).final_answer if react._FINAL.search(text) else text.strip()
+    answer = react.parse(text).final_answer if react.has_final_answer(text) else text.strip()
     if answer:
         return Final(answer), thought
     return Invalid("the reply was empty"), thought

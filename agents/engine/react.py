@@ -10,13 +10,12 @@ from typing import Any
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN_TAIL = re.compile(r"<think>.*\Z", re.DOTALL | re.IGNORECASE)
-_KEYWORD = r"^[ \t]*(?:\*\*)?{}(?:\*\*)?[ \t]*:[ \t]*"
-_THOUGHT = re.compile(_KEYWORD.format("Thought"), re.MULTILINE | re.IGNORECASE)
-_ACTION = re.compile(_KEYWORD.format("Action"), re.MULTILINE | re.IGNORECASE)
-_ACTION_INPUT = re.compile(_KEYWORD.format("Action[ \t]+Input"), re.MULTILINE | re.IGNORECASE)
-_FINAL = re.compile(_KEYWORD.format("Final[ \t]+Answer"), re.MULTILINE | re.IGNORECASE)
-_OBSERVATION = re.compile(_KEYWORD.format("Observation"), re.MULTILINE | re.IGNORECASE)
-_ANY_KEYWORD = [_THOUGHT, _ACTION, _ACTION_INPUT, _FINAL, _OBSERVATION]
+# One pass finds every line-anchored keyword; "Action Input" is tried before "Action".
+_KEYWORDS = re.compile(
+    r"^[ \t]*(?:\*\*)?(thought|action[ \t]+input|action|final[ \t]+answer|observation)(?:\*\*)?[ \t]*:[ \t]*",
+    re.MULTILINE | re.IGNORECASE,
+)
+_OBSERVATION = re.compile(r"^[ \t]*(?:\*\*)?observation(?:\*\*)?[ \t]*:", re.MULTILINE | re.IGNORECASE)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
@@ -34,6 +33,8 @@ class Parsed:
 
 def strip_think(text: str) -> tuple[str, str | None]:
     """Remove <think>…</think> blocks (and a dangling `…</think>` prefix); return (text, thoughts)."""
+    if "think>" not in text.lower():
+        return text, None
     thoughts = [m.group(0)[7:-8].strip() for m in _THINK_BLOCK.finditer(text)]
     text = _THINK_BLOCK.sub("", text)
     if "</think>" in text.lower():  # some models omit the opening tag
@@ -44,29 +45,38 @@ def strip_think(text: str) -> tuple[str, str | None]:
     return text, joined or None
 
 
-def _section(text: str, pattern: re.Pattern[str]) -> str | None:
-    """The text after the first line-anchored `pattern`, up to the next anchored keyword."""
-    match = pattern.search(text)
-    if match is None:
-        return None
-    start = match.end()
-    ends = [m.start() for p in _ANY_KEYWORD if p is not pattern for m in [p.search(text, start)] if m]
-    return text[start : min(ends, default=len(text))].strip()
+def _sections(text: str) -> dict[str, tuple[int, int]]:
+    """For each keyword's first line-anchored occurrence: (start of its value, start of the next keyword)."""
+    found = [(" ".join(m.group(1).lower().split()), m.start(), m.end()) for m in _KEYWORDS.finditer(text)]
+    sections: dict[str, tuple[int, int]] = {}
+    for i, (key, _, value_start) in enumerate(found):
+        if key not in sections:
+            sections[key] = (value_start, found[i + 1][1] if i + 1 < len(found) else len(text))
+    return sections
 
 
 def parse(raw: str) -> Parsed:
     """Parse one react reply. Final Answer wins when a reply holds both."""
     text, think = strip_think(raw)
-    thought = _section(text, _THOUGHT) or think
-    final = _FINAL.search(text)
-    if final is not None:
+    sections = _sections(text)
+
+    def value(key: str) -> str | None:
+        span = sections.get(key)
+        return text[span[0] : span[1]].strip() if span else None
+
+    thought = value("thought") or think
+    if "final answer" in sections:
         # Everything after "Final Answer:" is the answer, even if it spans lines.
-        return Parsed(thought=thought, final_answer=text[final.end() :].strip(), think=think)
-    action = _section(text, _ACTION)
+        return Parsed(thought=thought, final_answer=text[sections["final answer"][0] :].strip(), think=think)
+    action = value("action")
     if action:
         name = action.splitlines()[0].strip().strip("`*\"' ")
-        return Parsed(thought=thought, action=name, action_input=_section(text, _ACTION_INPUT) or "", think=think)
+        return Parsed(thought=thought, action=name, action_input=value("action input") or "", think=think)
     return Parsed(thought=thought, error="no line starting with 'Action:' or 'Final Answer:' was found", think=think)
+
+
+def has_final_answer(text: str) -> bool:
+    return "final answer" in _sections(text)
 
 
 def transcript_text(raw: str) -> str:

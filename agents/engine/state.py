@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from agents.engine.types import Status, StopReason, Usage
@@ -42,7 +42,8 @@ class RunState:
         return cls(**values)
 
     def copy(self) -> RunState:
-        return RunState.from_json(self.to_json())
+        """A new state sharing the (never mutated) step dicts: O(steps) pointers, not a deep copy."""
+        return replace(self, tools=list(self.tools), sensitive_tools=list(self.sensitive_tools), steps=list(self.steps))
 
     @property
     def usage(self) -> Usage:

@@ -45,6 +45,7 @@ class AnthropicProvider(_common.KeyedProvider):
         kwargs = build_kwargs(self.model, self.max_tokens, request)
 
         def call() -> bytes:
+            """The raw reply body (parsed and shape-checked by us, not by the SDK)."""
             return client.messages.with_raw_response.create(**kwargs).http_response.content
 
         body = _common.run_call(self.name, ERRORS, budget, call)

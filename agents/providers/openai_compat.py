@@ -43,6 +43,7 @@ class OpenAIProvider(_common.KeyedProvider):
         kwargs = build_kwargs(self.name, self.model, request)
 
         def call() -> bytes:
+            """The raw reply body (parsed and shape-checked by us, not by the SDK)."""
             return client.chat.completions.with_raw_response.create(**kwargs).http_response.content
 
         body = _common.run_call(self.name, ERRORS, budget, call)

@@ -118,3 +118,9 @@ def reviewer_api(reviewer):
 @pytest.fixture
 def bob_api(bob):
     return client_for(bob)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Users are made in almost every test: a cheap hasher keeps the suite fast (login still checks it)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

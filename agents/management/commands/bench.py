@@ -1,0 +1,237 @@
+"""`manage.py bench`: the runtime's figures as a table (measured, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+
+SECTIONS = ("parser", "calculator", "engine", "persisted", "memory")
+
+
+@dataclass
+class Row:
+    figure: str
+    value: float
+    unit: str
+    work: str
+    seed: str = ""
+
+
+class Command(BaseCommand):
+    help = "Measure parser, calculator, engine and persistence overhead and memory recall latency."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+        parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+        parser.add_argument("--sizes", default="1000,10000,100000", help="memory sizes (facts for one user)")
+        parser.add_argument("--queries", type=int, default=200, help="recall queries per memory size")
+
+    def handle(self, *args, **opts) -> None:
+        wanted = [s.strip() for s in opts["only"].split(",") if s.strip()]
+        unknown = sorted(set(wanted) - set(SECTIONS))
+        if unknown:
+            raise CommandError(
+                f"Unknown section(s): {', '.join(unknown)}. Choose from {', '.join(SECTIONS)}.", returncode=2
+            )
+        try:
+            sizes = [int(s) for s in opts["sizes"].split(",") if s.strip()]
+        except ValueError:
+            raise CommandError("--sizes takes comma-separated whole numbers.", returncode=2) from None
+        rows: list[Row] = []
+        for section in wanted:
+            self._progress(f"measuring {section} …")
+            rows += getattr(self, f"_bench_{section}")(sizes=sizes, queries=opts["queries"])
+        self._print(rows, as_json=opts["json"])
+
+    def _progress(self, message: str) -> None:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+    def _print(self, rows: list[Row], *, as_json: bool) -> None:
+        if as_json:
+            self.stdout.write(json.dumps({"database": connection.vendor, "rows": [asdict(r) for r in rows]}, indent=2))
+            return
+        header = ("figure", "value", "unit", "work measured", "seed project")
+        table = [header] + [(r.figure, _fmt(r.value), r.unit, r.work, r.seed) for r in rows]
+        widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+        self.stdout.write(f"database: {connection.vendor}")
+        for i, row in enumerate(table):
+            self.stdout.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+            if i == 0:
+                self.stdout.write("  ".join("-" * w for w in widths))
+
+    # --- sections -------------------------------------------------------------------------------------------
+
+    def _bench_parser(self, **_) -> list[Row]:
+        from agents.engine.react import parse
+
+        action = 'Thought: I need to compute 12*7.\nAction: calculator\nAction Input: {"expression": "12*7"}'
+        final = "Thought: I now know the final answer.\nFinal Answer: 85"
+        work = "react.parse of a {} reply"
+        return [
+            Row(
+                "parser, Action reply",
+                _rate(lambda: parse(action)),
+                "parses/s",
+                work.format("Thought/Action"),
+                "~500k/s",
+            ),
+            Row(
+                "parser, Final Answer reply",
+                _rate(lambda: parse(final)),
+                "parses/s",
+                work.format("Final Answer"),
+                "~1.16M/s",
+            ),
+        ]
+
+    def _bench_calculator(self, **_) -> list[Row]:
+        from agents.tools.calculator import evaluate
+
+        return [
+            Row(
+                "calculator",
+                _rate(lambda: evaluate("(12*7+1)/5 - 2^3")),
+                "calls/s",
+                "evaluate('(12*7+1)/5 - 2^3')",
+                "~85k/s",
+            )
+        ]
+
+    def _bench_engine(self, **_) -> list[Row]:
+        per_step = _engine_overhead_us()
+        return [
+            Row(
+                "engine overhead per step",
+                per_step,
+                "µs",
+                "advance() with an instant in-process fake model and a no-op tool",
+            )
+        ]
+
+    def _bench_persisted(self, **_) -> list[Row]:
+        per_step = _persisted_overhead_ms()
+        return [
+            Row(
+                "persisted overhead per step",
+                per_step,
+                "ms",
+                f"services.execute, demo model, steps written to {connection.vendor}",
+            )
+        ]
+
+    def _bench_memory(self, *, sizes: list[int], queries: int) -> list[Row]:
+        rows = []
+        user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
+        try:
+            have = 0
+            for size in sorted(sizes):
+                self._progress(f"  memory: {size} facts …")
+                _add_facts(user, size - have)
+                have = size
+                p50, p95 = _recall_latency(user, queries)
+                rows.append(
+                    Row(f"memory recall p50 @ {size:,} facts", p50, "ms", f"recall(limit=5), {queries} queries")
+                )
+                rows.append(
+                    Row(f"memory recall p95 @ {size:,} facts", p95, "ms", f"recall(limit=5), {queries} queries")
+                )
+        finally:
+            user.delete()
+        return rows
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _rate(fn: Callable[[], object], seconds: float = 0.5) -> float:
+    """Calls per second over about `seconds` of wall time."""
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        for _ in range(200):
+            fn()
+        calls += 200
+    return calls / elapsed
+
+
+def _percentiles(samples_ms: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(samples_ms, n=100, method="inclusive")
+    return cuts[49], cuts[94]
+
+
+def _engine_overhead_us(units: int = 2000) -> float:
+    from agents.engine import ModelReply, RunState, ToolCall, Toolset, advance
+    from agents.tools import Tool
+
+    noop = Tool("noop", "does nothing", {"type": "object"}, lambda a, c: "ok", inline=True)
+    reply = ModelReply(tool_calls=(ToolCall("c1", "noop", {}),))
+
+    class Instant:
+        def complete(self, request):
+            return reply
+
+    toolset, start = Toolset({"noop": noop}), time.perf_counter()
+    for _ in range(units // 20):
+        state = RunState(input="bench", tools=["noop"], max_turns=21)
+        for _ in range(20):
+            state, _events = advance(state, Instant(), toolset, time.time)
+    return (time.perf_counter() - start) / units * 1e6
+
+
+def _persisted_overhead_ms(runs: int = 20) -> float:
+    from agents import services
+
+    user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
+    try:
+        steps, start = 0, time.perf_counter()
+        for _ in range(runs):
+            run = services.start_run(
+                owner=user, options=services.RunOptions(input="What is 12*7, plus 1?", tools=["calculator"])
+            )
+            run = services.execute(run_id=run.pk)
+            steps += run.steps.count()
+        return (time.perf_counter() - start) / steps * 1000
+    finally:
+        user.delete()
+
+
+_VOCAB = [f"{a}{b}" for a in ("ka", "lo", "mi", "zu", "te", "ra", "no", "vi", "se", "pa") for b in ("rin", "tos", "mel", "dar", "quen", "bix", "lor", "sun", "vat", "gim", "hop", "jet", "wen", "yar", "fud", "cel", "dro", "nip", "ost", "uma")]  # fmt: skip  # noqa: E501
+
+
+def _add_facts(user, count: int, batch: int = 2000) -> None:
+    from memory.models import Fact
+    from memory.services import _digest
+
+    rnd = random.Random(count)
+    made = 0
+    while made < count:
+        chunk = []
+        for _ in range(min(batch, count - made)):
+            text = " ".join(rnd.choice(_VOCAB) for _ in range(8)) + f" {uuid.uuid4().hex[:6]}"
+            chunk.append(Fact(owner=user, text=text, digest=_digest(text)))
+        Fact.objects.bulk_create(chunk)
+        made += len(chunk)
+
+
+def _recall_latency(user, queries: int) -> tuple[float, float]:
+    from memory.services import recall
+
+    rnd = random.Random(7)
+    samples = []
+    for _ in range(queries):
+        query = " ".join(rnd.choice(_VOCAB) for _ in range(2))
+        start = time.perf_counter()
+        recall(user, query, limit=5)
+        samples.append((time.perf_counter() - start) * 1000)
+    return _percentiles(samples)

@@ -1,0 +1,137 @@
+"""Helpers shared by the integration and CLI tests: subprocess environments, the test database's URL, threads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+MANAGE = str(ROOT / "manage.py")
+# Variables the settings read: a subprocess gets only the ones a test gives it, never the caller's by accident.
+_OWN_VARS = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "DEBUG",
+    "SECRET_KEY",
+    "ALLOWED_HOSTS",
+    "DJANGO_SETTINGS_MODULE",
+    "SECURE_SSL_REDIRECT",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+    "TAVILY_API_KEY",
+    "HF_TOKEN",
+    "WEB_CONCURRENCY",
+    "GUNICORN_BIND",
+    "PORT",
+)
+_OWN_PREFIXES = ("AGENT_", "OPENAI_", "ANTHROPIC_", "XAI_", "OPENROUTER_", "DUCKDUCKGO_", "TAVILY_")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The current environment without any setting of ours, plus `extra` (loopback never through a proxy)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in _OWN_VARS and not k.startswith(_OWN_PREFIXES) and k != "PYTEST_CURRENT_TEST"
+    }
+    env |= {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "PYTHONUNBUFFERED": "1"}
+    env |= {k: str(v) for k, v in extra.items()}
+    return env
+
+
+def db_url() -> str:
+    """A DATABASE_URL naming the database this test uses (the test database, not the development one)."""
+    from django.db import connection
+
+    conf = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return "sqlite:///" + str(Path(conf["NAME"]).resolve())
+    if connection.vendor == "postgresql":
+        auth = quote(conf["USER"] or "", safe="")
+        if conf.get("PASSWORD"):
+            auth += ":" + quote(conf["PASSWORD"], safe="")
+        host = conf.get("HOST") or "127.0.0.1"
+        port = conf.get("PORT") or 5432
+        return f"postgres://{auth}@{host}:{port}/{conf['NAME']}"
+    raise AssertionError(f"no URL for the {connection.vendor} backend")
+
+
+def app_env(**extra: str) -> dict[str, str]:
+    """The environment of a process that shares this test's database and cache."""
+    env = {"DEBUG": "1", "DATABASE_URL": db_url()}
+    if os.environ.get("REDIS_URL"):
+        env["REDIS_URL"] = os.environ["REDIS_URL"]
+    return clean_env(**env, **extra)
+
+
+def run_py(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python -c code` in the project directory, after django.setup()."""
+    script = "import django, os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'reactsite.settings')\n"
+    script += "django.setup()\n" + code
+    return subprocess.run(
+        [PYTHON, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python manage.py …` in the project directory."""
+    return subprocess.run(
+        [PYTHON, MANAGE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def in_threads(n: int, target: Callable[[int], Any], timeout: float = 60) -> list[Any]:
+    """Run target(i) in n threads released at once; return each result or the exception it raised.
+
+    Each thread closes its own database connection when it ends.
+    """
+    from django.db import connection
+
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait(timeout=timeout)
+            results[i] = target(i)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a worker thread did not finish"
+    return results
+
+
+def window_left(user_pk: int, period: int = 60) -> float:
+    """Seconds until django-ratelimit's window for this user's counter rolls over (its per-key jittered edge)."""
+    now = time.time()
+    ts = int(now)
+    edge = ts - (ts % period) + (zlib.crc32(str(user_pk).encode()) % period)
+    if edge < ts:
+        edge += period
+    return edge - now
+
+
+def user_far_from_window_edge(prefix: str, min_left: float = 20.0):
+    """A new user whose rate-limit window has at least `min_left` seconds to run (a burst never straddles two)."""
+    from tests.conftest import make_user
+
+    for n in range(20):
+        user = make_user(f"{prefix}{n}")
+        if window_left(user.pk) >= min_left:
+            return user
+    raise AssertionError("no user with a rate-limit window far enough from its edge")

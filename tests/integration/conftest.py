@@ -1,0 +1,122 @@
+"""Fixtures of the integration tests: a fresh shared cache per test, and a real gunicorn on the test database."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.integration._support import ROOT, app_env
+from tests.providers.stub_llm import fake_key
+from tests.support.http_stub import StubServer
+
+GUNICORN_RATE_LIMIT_COUNT = 5
+GUNICORN_RATE_LIMIT = f"{GUNICORN_RATE_LIMIT_COUNT}/m"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(request):
+    """As the suite's own, but only once the test database is set up (the cache may live in it)."""
+    for name in ("transactional_db", "db"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name)
+            from django.core.cache import cache
+
+            cache.clear()
+            break
+    yield
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Gunicorn:
+    url: str
+    stub: StubServer
+    process: subprocess.Popen
+    stdout: Path
+    stderr: Path
+
+    def pids_in_access_log(self) -> list[str]:
+        """Worker pids, one per request, from the access log (format '<pid> "<request line>" <status>')."""
+        lines = self.stdout.read_text(errors="replace").splitlines()
+        return [line.split(" ", 1)[0] for line in lines if line[:1].isdigit() and '"' in line]
+
+
+@pytest.fixture(scope="session")
+def gunicorn(django_db_setup, tmp_path_factory):
+    """gunicorn with 2 workers on a free loopback port, on the test database and the shared cache.
+
+    The OpenAI provider points at a scripted stub (`gunicorn.stub`); the rate limit is GUNICORN_RATE_LIMIT.
+    """
+    logs = tmp_path_factory.mktemp("gunicorn")
+    with StubServer() as stub:
+        env = app_env(
+            OPENAI_API_KEY=fake_key(),
+            OPENAI_BASE_URL=stub.url + "/v1",
+            AGENT_RATE_LIMIT=GUNICORN_RATE_LIMIT,
+            LOG_LEVEL="WARNING",
+        )
+        port = free_port()
+        out, err = logs / "stdout.log", logs / "stderr.log"
+        cmd = [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "-c",
+            "gunicorn.conf.py",
+            "--workers",
+            "2",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--access-logformat",
+            '%(p)s "%(r)s" %(s)s',
+            "reactsite.wsgi",
+        ]
+        with out.open("wb") as fout, err.open("wb") as ferr:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fout, stderr=ferr)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_healthy(url, proc, err)
+            yield Gunicorn(url=url, stub=stub, process=proc, stdout=out, stderr=err)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, stderr: Path, limit_s: float = 20.0) -> None:
+    deadline = time.monotonic() + limit_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"gunicorn exited with {proc.returncode}:\n{stderr.read_text(errors='replace')[-4000:]}")
+        try:
+            resp = requests.get(url + "/api/v1/health", timeout=2)
+            if resp.status_code == 200:
+                return
+            last = f"{resp.status_code} {resp.text[:300]}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        time.sleep(0.1)
+    pytest.fail(f"gunicorn not healthy after {limit_s:g} s ({last}):\n{stderr.read_text(errors='replace')[-4000:]}")
+
+
+@pytest.fixture
+def server(gunicorn, transactional_db):
+    """The session's gunicorn with an empty stub script (data written by the test is committed and visible)."""
+    with gunicorn.stub._lock:
+        gunicorn.stub._scripts.clear()
+        gunicorn.stub.requests.clear()
+    return gunicorn

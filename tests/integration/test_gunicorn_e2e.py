@@ -1,0 +1,81 @@
+"""End to end through a real gunicorn (2 gthread workers) on the test database, the model a scripted stub."""
+
+from __future__ import annotations
+
+import requests
+
+from tests.conftest import make_user
+from tests.providers.stub_llm import OPENAI_PATH, openai_text, openai_tool_calls, openai_usage
+
+QUESTION = "What is 12*7, plus 1?"
+
+
+def token_for(user) -> str:
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def script_85(stub) -> None:
+    """The model's three replies: calculator(12*7), calculator(84+1), then the answer."""
+    stub.add("POST", OPENAI_PATH, json=openai_tool_calls([("call_1", "calculator", {"expression": "12*7"})]))
+    stub.add("POST", OPENAI_PATH, json=openai_tool_calls([("call_2", "calculator", {"expression": "84+1"})]))
+    stub.add("POST", OPENAI_PATH, json=openai_text("85", usage=openai_usage(30, 2)))
+
+
+def test_sync_run_through_gunicorn(server):
+    auth = {"Authorization": f"Token {token_for(make_user('gina'))}"}
+    script_85(server.stub)
+
+    resp = requests.post(
+        server.url + "/api/v1/runs", json={"input": QUESTION, "provider": "openai"}, headers=auth, timeout=30
+    )
+
+    assert resp.status_code == 201, resp.text
+    run = resp.json()
+    assert (run["status"], run["stop_reason"], run["ok"]) == ("done", "final_answer", True)
+    assert run["output"] == "85"
+    assert run["turns"] == 3
+    assert run["provider"] == "openai"
+    assert run["usage"] == {"prompt_tokens": 30, "completion_tokens": 2, "total_tokens": 32}
+    assert resp.headers.get("X-Request-ID")
+    assert server.stub.count("POST", OPENAI_PATH) == 3
+    assert {r.headers.get("authorization") for r in server.stub.requests} == {"Bearer sk-test-xxxxxxxx"}
+
+    detail = requests.get(f"{server.url}/api/v1/runs/{run['id']}", headers=auth, timeout=10).json()
+    assert [(s["index"], s["kind"]) for s in detail["steps"]] == [
+        (0, "model"),
+        (1, "tool"),
+        (2, "model"),
+        (3, "tool"),
+        (4, "model"),
+    ]
+    assert [s["output"] for s in detail["steps"] if s["kind"] == "tool"] == ["84", "85"]
+
+
+def test_request_id_is_echoed_and_auth_is_enforced(server):
+    resp = requests.get(server.url + "/api/v1/runs", headers={"X-Request-ID": "e2e-req-42"}, timeout=10)
+
+    assert resp.status_code == 401
+    assert resp.headers.get("WWW-Authenticate")
+    assert resp.headers.get("X-Request-ID") == "e2e-req-42"
+
+
+def test_the_run_is_stored_in_the_shared_database(server):
+    """What gunicorn wrote is in the test's database: the processes share it, nothing lives in a worker."""
+    from agents.models import Run
+
+    user = make_user("gwen")
+    script_85(server.stub)
+
+    resp = requests.post(
+        server.url + "/api/v1/runs",
+        json={"input": QUESTION, "provider": "openai", "mode": "step"},
+        headers={"Authorization": f"Token {token_for(user)}"},
+        timeout=30,
+    )
+
+    assert resp.status_code == 201, resp.text
+    run = Run.objects.get(pk=resp.json()["id"])
+    assert (run.owner_id, run.status, run.turns, run.lease_owner) == (user.pk, "running", 1, "")
+    assert list(run.steps.order_by("index").values_list("index", "kind")) == [(0, "model"), (1, "tool")]
