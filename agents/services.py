@@ -74,9 +74,9 @@ def start_run(*, owner, options: RunOptions) -> Run:
         field = "model" if "Model" in str(exc) else "provider"
         raise InvalidRequest({field: [str(exc)]}) from None
     names = _tool_names(options.tools, "tools")
-    sensitive = sorted(
-        set(runtime.sensitive_floor()) | set(_tool_names(list(options.sensitive_tools), "sensitive_tools"))
-    )
+    flagged = {t.name for t in runtime.tool_registry().select(names).values() if t.sensitive}
+    client = set(_tool_names(list(options.sensitive_tools), "sensitive_tools"))
+    sensitive = sorted(set(runtime.sensitive_floor()) | flagged | client)
     return Run.objects.create(
         owner=owner,
         input=options.input,
