@@ -124,3 +124,12 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"idempotency key {self.key[:16]}"
+
+
+class PendingApproval(Run):
+    """Runs waiting for a human decision (an admin view of Run)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "pending approval"
+        verbose_name_plural = "pending approvals"

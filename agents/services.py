@@ -120,8 +120,13 @@ def advance_run(*, run_id, actor, approval: bool | None = None, arguments=None, 
     return execute(run_id=run_id, units=1)
 
 
-def decide_approval(*, run_id, actor, approved: bool, arguments=None, reason: str | None = None) -> Run:
-    """Record a reviewer's decision on the pending call; the run then continues as its mode says."""
+def decide_approval(
+    *, run_id, actor, approved: bool, arguments=None, reason: str | None = None, continue_run: bool = False
+) -> Run:
+    """Record a reviewer's decision on the pending call; the run then continues as its mode says.
+
+    `continue_run` (the admin console) drives any run on until it pauses again or stops.
+    """
     run = Run.objects.get(pk=run_id)
     if not can_decide(actor, run):
         raise NotAllowed("You may not decide approvals for this run.")
@@ -132,7 +137,7 @@ def decide_approval(*, run_id, actor, approved: bool, arguments=None, reason: st
             else RunBusy("The run is not awaiting approval.")
         )
     decision = {"approved": approved, "arguments": arguments, "reason": reason, "reviewer": actor.get_username()}
-    units = None if run.mode == RunMode.SYNC else 0
+    units = None if (continue_run or run.mode == RunMode.SYNC) else 0
     return _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision)
 
 

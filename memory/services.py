@@ -98,23 +98,28 @@ def _ranked_ids(owner_id: int, terms: list[str], limit: int, offset: int) -> lis
 
 
 def _match_sql(owner_id: int, terms: list[str], *, select: str, order: bool) -> tuple[str, list]:
+    """Facts matching any term; ordered by how many distinct terms each matches, then newest first.
+
+    The score is a count on both databases (not ts_rank or bm25, which weigh length, repetition and rarity
+    differently from each other), so both rank the same way.
+    """
     if connection.vendor == "postgresql":
-        tsquery = " | ".join(t.replace("'", "") for t in terms)
+        words = [t.replace("'", "") for t in terms]
         sql = (
             f"SELECT {select} FROM memory_fact f WHERE f.owner_id = %s "
             "AND f.search @@ to_tsquery('english'::regconfig, %s)"
         )
-        if order:
-            sql += (
-                " ORDER BY ts_rank(f.search, to_tsquery('english'::regconfig, %s)) DESC, f.created_at DESC, f.id DESC"
-            )
-            return sql, [owner_id, tsquery, tsquery]
-        return sql, [owner_id, tsquery]
-    match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
-    sql = (
-        f"SELECT {select} FROM memory_fact_fts JOIN memory_fact f ON f.id = memory_fact_fts.rowid "
-        "WHERE memory_fact_fts MATCH %s AND f.owner_id = %s"
-    )
+        params = [owner_id, " | ".join(words)]
+        hit = "(f.search @@ to_tsquery('english'::regconfig, %s))::int"
+    else:
+        words = ['"' + t.replace('"', "") + '"' for t in terms]
+        sql = (
+            f"SELECT {select} FROM memory_fact_fts JOIN memory_fact f ON f.id = memory_fact_fts.rowid "
+            "WHERE memory_fact_fts MATCH %s AND f.owner_id = %s"
+        )
+        params = [" OR ".join(words), owner_id]
+        hit = "(f.id IN (SELECT rowid FROM memory_fact_fts WHERE memory_fact_fts MATCH %s))"
     if order:
-        sql += " ORDER BY bm25(memory_fact_fts), f.created_at DESC, f.id DESC"
-    return sql, [match, owner_id]
+        sql += f" ORDER BY ({' + '.join([hit] * len(words))}) DESC, f.created_at DESC, f.id DESC"
+        params += words
+    return sql, params

@@ -65,7 +65,12 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 def _tail_steps(run: Run) -> list[Step]:
-    """Steps since the last model step (enough to find the pending call)."""
+    """Steps since the last model step (enough to find the pending call); the view's prefetched steps if any."""
+    prefetched = getattr(run, "paused_steps", None)
+    if prefetched is None:
+        prefetched = getattr(run, "_prefetched_objects_cache", {}).get("steps")
+    if prefetched is not None:
+        return list(prefetched)
     last_model = run.steps.filter(kind="model").order_by("-index").values_list("index", flat=True).first()
     return list(run.steps.filter(index__gte=last_model or 0).order_by("index"))
 

@@ -65,6 +65,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         runs = visible_runs(self.request.user).order_by("-created_at")
         if self.action == "retrieve":
             return runs.prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")))
+        if self.action == "list":  # pending_action of paused runs from one query, not two per run
+            paused = Step.objects.filter(run__status=RunStatus.AWAITING_APPROVAL).order_by("index")
+            return runs.prefetch_related(Prefetch("steps", queryset=paused, to_attr="paused_steps"))
         return runs
 
     def get_object(self):

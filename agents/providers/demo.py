@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agents.engine.prompts import DENIED
 from agents.engine.types import ModelReply, ModelRequest, ToolCall
 from agents.engine.wrapping import unwrap
 from agents.providers.base import Provider
@@ -28,6 +29,7 @@ _SPLIT = re.compile(r",|;|\bthen\b|\band then\b", re.I)
 _RECALL = re.compile(r"^\s*what do you (?:remember|know|recall) about\s+(.+?)[?.!\s]*$", re.I | re.S)
 _REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?\s+(.+?)[.!\s]*$", re.I | re.S)
 _SEARCH = re.compile(r"^\s*(?:please\s+)?(?:search|look up)(?:\s+the web)?(?:\s+for)?\s+(.+?)[?.!\s]*$", re.I | re.S)
+DENIED_PREFIX = DENIED.split("{")[0]
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
 
 HELP = (
@@ -70,9 +72,9 @@ class DemoProvider(Provider):
 
     def complete(self, request: ModelRequest) -> ModelReply:
         goal = next((m["content"] for m in request.messages if m["role"] == "user"), "")
-        observations = [_observation(m) for m in request.messages[2:] if _observation(m) is not None]
+        observations = [o for o in map(_observation, request.messages[2:]) if o is not None]
         available = {spec.name for spec in request.tools}
-        plan = self.plan(goal, [o for o in observations if o is not None], available)
+        plan = self.plan(goal, observations, available)
         return _render(plan, request.protocol, len(observations))
 
     def plan(self, goal: str, observations: list[str], available: set[str]) -> _Plan:
@@ -121,6 +123,11 @@ def _single_tool(tool: str, arguments: dict[str, Any], observations: list[str], 
         )
     if not observations:
         return _Plan(thought=f"I will use the {tool} tool.", tool=tool, arguments=arguments)
+    if observations[-1].startswith(DENIED_PREFIX):
+        return _Plan(
+            thought="A reviewer denied the call.",
+            answer=f"I could not use the {tool} tool: a reviewer denied the call.",
+        )
     return _Plan(thought="I have the tool's answer.", answer=observations[-1].strip())
 
 

@@ -1,0 +1,10 @@
+from django import template
+
+from agents.admin import dashboard_stats
+
+register = template.Library()
+
+
+@register.inclusion_tag("admin/agents/_dashboard.html")
+def run_dashboard() -> dict:
+    return dashboard_stats()

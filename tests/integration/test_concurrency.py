@@ -1,0 +1,359 @@
+"""Concurrency on a real database: the run lease, idempotency and rate limits with real threads and processes.
+
+A model call that must overlap another request is held open by the stub (released by the test), so every race
+here is forced, not hoped for. Each thread closes its own database connection when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+import requests
+from django.db import connection, transaction
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from agents import runtime, services
+from agents.models import IdempotencyKey, Run, RunStatus
+from tests.conftest import make_user
+from tests.integration._support import app_env, in_threads, run_py, user_far_from_window_edge
+from tests.integration.conftest import GUNICORN_RATE_LIMIT, GUNICORN_RATE_LIMIT_COUNT
+from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_tool_calls
+
+QUESTION = "What is 12*7, plus 1?"
+CALL_12x7 = openai_tool_calls([("call_1", "calculator", {"expression": "12*7"})])
+HOLD_S = 15.0  # the longest the stub holds a reply when the test never releases it (a failing test)
+
+
+def redis_cache(settings) -> bool:
+    return settings.CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
+
+
+@pytest.fixture
+def user(transactional_db):
+    return make_user("tess")
+
+
+@pytest.fixture
+def openai_stub(settings, stub):
+    """The openai provider pointed at the stub; rate limits out of the way unless a test sets its own."""
+    settings.OPENAI_API_KEY = fake_key()
+    settings.OPENAI_BASE_URL = stub.url + "/v1"
+    settings.AGENT_RATE_LIMIT = "1000/m"
+    return stub
+
+
+class Gate:
+    """A stub reply that is held until the test releases it; `entered` is set when the request arrives."""
+
+    def __init__(self, stub, reply: dict) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        payload = json.dumps(reply).encode()
+
+        def handler(_request):
+            self.entered.set()
+            self.release.wait(HOLD_S)
+            return 200, {"Content-Type": "application/json"}, payload
+
+        stub.add("POST", OPENAI_PATH, handler=handler)
+
+    def wait_entered(self) -> None:
+        assert self.entered.wait(HOLD_S), "the model call never reached the stub"
+
+
+def start(owner, **options) -> Run:
+    """A stored run (nothing executed yet)."""
+    return services.start_run(owner=owner, options=services.RunOptions(input=QUESTION, **options))
+
+
+def step_indexes(run) -> list[int]:
+    return list(run.steps.order_by("index").values_list("index", flat=True))
+
+
+def race(n: int, call, gate: Gate) -> list:
+    """n threads call call(i) at once; the gate opens once n - 1 of them have returned (the losers)."""
+    lock, finished = threading.Lock(), [0]
+
+    def target(i: int):
+        try:
+            return call(i)
+        finally:
+            with lock:
+                finished[0] += 1
+                if finished[0] == n - 1:
+                    gate.release.set()
+
+    return in_threads(n, target)
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+# --- the run lease ------------------------------------------------------------------------------------------
+
+
+def test_two_advances_at_once_one_wins_the_other_is_busy(user, openai_stub):
+    run = start(user, provider="openai", mode="step")
+    gate = Gate(openai_stub, CALL_12x7)
+
+    results = race(2, lambda i: services.execute(run_id=run.pk, units=1), gate)
+
+    wins = [r for r in results if isinstance(r, Run)]
+    busy = [r for r in results if isinstance(r, services.RunBusy)]
+    assert (len(wins), len(busy)) == (1, 1), results
+    assert openai_stub.count("POST", OPENAI_PATH) == 1
+    run.refresh_from_db()
+    assert (run.status, run.turns, run.lease_owner, run.lease_expires) == ("running", 1, "", None)
+    assert list(run.steps.order_by("index").values_list("index", "kind")) == [(0, "model"), (1, "tool")]
+
+
+def test_twenty_advances_through_the_api_one_200_the_rest_409(user, openai_stub):
+    """SQLite serialises the writers (WAL, 20 s busy timeout); the losers still fail fast, nobody waits on the model."""
+    run = start(user, provider="openai", mode="step")
+    gate = Gate(openai_stub, CALL_12x7)
+    key = Token.objects.get_or_create(user=user)[0].key
+
+    def advance(i: int) -> int:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        resp = client.post(f"/api/v1/runs/{run.pk}/advance", {}, format="json")
+        return resp.status_code
+
+    statuses = race(20, advance, gate)
+
+    assert sorted(statuses) == [200] + [409] * 19, statuses
+    assert openai_stub.count("POST", OPENAI_PATH) == 1
+    run.refresh_from_db()
+    assert (run.turns, run.lease_owner) == (1, "")
+    assert step_indexes(run) == [0, 1]
+
+
+def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
+    run = start(user, mode="step")
+    services.execute(run_id=run.pk, units=1)  # steps 0 (model) and 1 (tool) are committed
+    dead = services._claim(run.pk, [RunStatus.RUNNING])  # a worker takes the lease, then dies holding it
+
+    with pytest.raises(services.RunBusy):
+        services.execute(run_id=run.pk)
+    assert step_indexes(run) == [0, 1]
+
+    Run.objects.filter(pk=run.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    run = services.execute(run_id=run.pk)
+
+    assert (run.status, run.stop_reason, run.output, run.turns) == ("done", "final_answer", "85", 3)
+    assert step_indexes(run) == [0, 1, 2, 3, 4]
+    assert (run.lease_owner, run.lease_expires) == ("", None)
+
+    # The dead worker comes back and tries to commit what it had: refused, nothing written.
+    state = runtime.state_from_rows(run, run.steps.order_by("index"))
+    late = [{"index": 5, "kind": "error", "latency_ms": 0, "message": "late"}]
+    with pytest.raises(services.RunBusy):
+        services._commit(run, dead, state, late)
+    assert step_indexes(run) == [0, 1, 2, 3, 4]
+
+
+def test_a_run_continues_in_a_fresh_process(user):
+    run = start(user, mode="step")
+    services.execute(run_id=run.pk, units=1)
+
+    proc = run_py(
+        f"from agents import services\nrun = services.execute(run_id={str(run.pk)!r})\nprint(run.status, run.output)",
+        env=app_env(),
+    )
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "done 85"
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason, run.output, run.turns) == ("done", "final_answer", "85", 3)
+    assert list(run.steps.order_by("index").values_list("index", "kind")) == [
+        (0, "model"),
+        (1, "tool"),
+        (2, "model"),
+        (3, "tool"),
+        (4, "model"),
+    ]
+
+
+def test_no_transaction_or_row_lock_is_held_during_the_model_call(user, openai_stub):
+    run = start(user, provider="openai", mode="step")
+    gate = Gate(openai_stub, CALL_12x7)
+    worker = ThreadResult(lambda: services.execute(run_id=run.pk, units=1))
+    gate.wait_entered()
+    try:
+        # The worker is inside the model call now. Its lease is committed (visible to this connection) ...
+        assert Run.objects.get(pk=run.pk).lease_owner != ""
+        # ... and the run row can be written at once: no lock is held. A short lock wait turns a held lock into an error.
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%'"
+                )
+                assert cursor.fetchone()[0] == 0
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '2s'")
+                updated = Run.objects.filter(pk=run.pk).update(updated_at=timezone.now())
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA busy_timeout = 2000")
+            try:
+                updated = Run.objects.filter(pk=run.pk).update(updated_at=timezone.now())
+            finally:
+                connection.close()  # the next query reconnects with the configured busy timeout
+        assert updated == 1
+    finally:
+        gate.release.set()
+    result = worker.join()
+
+    assert isinstance(result, Run), result
+    assert (result.status, result.turns) == ("running", 1)
+    assert step_indexes(result) == [0, 1]
+
+
+def test_cancel_while_a_worker_is_in_the_model_call(user, openai_stub):
+    run = start(user, provider="openai", mode="sync")
+    gate = Gate(openai_stub, CALL_12x7)
+    openai_stub.add("POST", OPENAI_PATH, json=openai_text("85"))  # never asked for: the worker stops first
+    worker = ThreadResult(lambda: services.execute(run_id=run.pk))
+    gate.wait_entered()
+    try:
+        cancelled = services.cancel_run(run_id=run.pk)
+        assert (cancelled.status, cancelled.stop_reason) == ("done", "cancelled")
+    finally:
+        gate.release.set()
+    result = worker.join()
+
+    assert isinstance(result, Run), result
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason, run.ok, run.output) == ("done", "cancelled", False, None)
+    assert run.turns == 1  # the model call that happened is counted ...
+    steps = list(run.steps.order_by("index"))
+    assert [(s.index, s.kind) for s in steps] == [(0, "model")]  # ... and recorded, and no tool ran after it
+    assert steps[0].data["tool_calls"][0]["name"] == "calculator"
+    assert openai_stub.count("POST", OPENAI_PATH) == 1
+    assert (run.lease_owner, run.lease_expires) == ("", None)
+
+
+class ThreadResult:
+    """Run fn in a thread (closing its DB connection at the end); join() returns its result or exception."""
+
+    def __init__(self, fn) -> None:
+        self._result = None
+
+        def body():
+            try:
+                self._result = fn()
+            except BaseException as exc:  # noqa: BLE001 - handed back to the test
+                self._result = exc
+            finally:
+                connection.close()
+
+        self._thread = threading.Thread(target=body, daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float = 30):
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the worker thread did not finish"
+        return self._result
+
+
+# --- idempotency ----------------------------------------------------------------------------------------------
+
+
+def test_twenty_identical_creates_with_one_idempotency_key_make_one_run(user, settings):
+    settings.AGENT_RATE_LIMIT = "1000/m"
+    key = Token.objects.get_or_create(user=user)[0].key
+    body = {"input": QUESTION}
+
+    def create(i: int):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        resp = client.post("/api/v1/runs", body, format="json", headers={"Idempotency-Key": "same-key-1"})
+        return resp.status_code, (resp.json().get("id") if resp.status_code == 201 else None)
+
+    results = in_threads(20, create)
+
+    assert Run.objects.count() == 1
+    run = Run.objects.get()
+    assert {status for status, _ in results} <= {201, 409}, results
+    assert {run_id for status, run_id in results if status == 201} <= {str(run.pk)}
+    assert any(status == 201 for status, _ in results)  # the first one answered
+    assert (run.status, run.output) == ("done", "85")
+    # After the race the key replays the first response.
+    again = token_client(user).post("/api/v1/runs", body, format="json", headers={"Idempotency-Key": "same-key-1"})
+    assert (again.status_code, again.json()["id"]) == (201, str(run.pk))
+    assert Run.objects.count() == 1
+    assert IdempotencyKey.objects.filter(user=user).count() == 1
+
+
+# --- rate limits ------------------------------------------------------------------------------------------------
+
+
+def test_rate_limit_holds_under_concurrency(transactional_db, settings):
+    settings.AGENT_RATE_LIMIT = "20/m"
+    user = user_far_from_window_edge("rory")
+    key = Token.objects.get_or_create(user=user)[0].key
+
+    def invoke(i: int):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        resp = client.post("/api/v1/tools/calculator/invoke", {"arguments": {"expression": "6*7"}}, format="json")
+        return resp.status_code, resp.headers.get("Retry-After")
+
+    results = in_threads(60, invoke)
+
+    statuses = sorted(status for status, _ in results)
+    assert set(statuses) <= {200, 429}, statuses
+    accepted = statuses.count(200)
+    assert all(int(retry) >= 1 for status, retry in results if status == 429)
+    if redis_cache(settings):
+        assert accepted == 20, statuses  # Redis increments atomically: exact
+    else:
+        # The database cache's incr is a read then a write (documented as approximate): never fewer, a few more.
+        assert 20 <= accepted <= 25, statuses
+
+
+def test_rate_limit_counter_is_shared_with_another_process(server, settings):
+    """The budget spent in this process is spent for gunicorn's workers too (the same counter in the cache)."""
+    settings.AGENT_RATE_LIMIT = GUNICORN_RATE_LIMIT
+    user = user_far_from_window_edge("sam")
+    client = token_client(user)
+    for _ in range(GUNICORN_RATE_LIMIT_COUNT):
+        resp = client.post("/api/v1/tools/calculator/invoke", {"arguments": {"expression": "1+1"}}, format="json")
+        assert resp.status_code == 200, resp.content
+
+    resp = requests.post(
+        server.url + "/api/v1/tools/calculator/invoke",
+        json={"arguments": {"expression": "1+1"}},
+        headers={"Authorization": f"Token {Token.objects.get(user=user).key}"},
+        timeout=10,
+    )
+
+    assert resp.status_code == 429, resp.text
+    assert int(resp.headers["Retry-After"]) >= 1
+
+
+def test_rate_limit_counter_is_shared_by_gunicorn_workers(server):
+    """N + 1 requests, each on a new connection (so they spread over the 2 workers): the last one is 429."""
+    user = user_far_from_window_edge("uma")
+    auth = {"Authorization": f"Token {Token.objects.get_or_create(user=user)[0].key}", "Connection": "close"}
+    statuses = []
+    for _ in range(GUNICORN_RATE_LIMIT_COUNT + 1):
+        with requests.Session() as session:  # a fresh connection every time
+            resp = session.post(
+                server.url + "/api/v1/tools/calculator/invoke",
+                json={"arguments": {"expression": "2+2"}},
+                headers=auth,
+                timeout=10,
+            )
+        statuses.append(resp.status_code)
+
+    assert statuses == [200] * GUNICORN_RATE_LIMIT_COUNT + [429], statuses
