@@ -66,6 +66,9 @@ def state_from_rows(run: Run, steps: Iterable[Step]) -> RunState:
         output=run.output,
         error=run.error,
         turns=run.turns,
+        max_reflections=run.max_reflections,
+        reflections=run.reflections,
+        attempt_start_turn=run.attempt_start_turn,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
         steps=[s.as_event() for s in steps],
@@ -80,6 +83,8 @@ def run_fields(state: RunState) -> dict:
         "output": state.output,
         "error": state.error,
         "turns": state.turns,
+        "reflections": state.reflections,
+        "attempt_start_turn": state.attempt_start_turn,
         "prompt_tokens": state.prompt_tokens,
         "completion_tokens": state.completion_tokens,
     }

@@ -63,6 +63,7 @@ class RunOptions:
     timeout_s: float = 60.0
     tools: list[str] | None = None
     sensitive_tools: tuple[str, ...] = ()
+    max_reflections: int = 0
 
 
 def start_run(*, owner, options: RunOptions) -> Run:
@@ -88,6 +89,7 @@ def start_run(*, owner, options: RunOptions) -> Run:
         timeout_s=options.timeout_s,
         tools=names,
         sensitive_tools=sensitive,
+        max_reflections=options.max_reflections,
         status=RunStatus.QUEUED if options.mode == RunMode.BACKGROUND else RunStatus.RUNNING,
         deadline=timezone.now() + timedelta(seconds=options.timeout_s),
     )
@@ -235,7 +237,7 @@ def _commit(run: Run, token: str, state: RunState, events: list[dict]) -> None:
             ours = Run.objects.filter(pk=run.pk, lease_owner=token)
             updated = ours.exclude(status=RunStatus.DONE).update(**fields, version=F("version") + 1, updated_at=now)
             if not updated:  # cancelled meanwhile: keep the cancellation, still record what happened
-                counters = {k: fields[k] for k in ("turns", "prompt_tokens", "completion_tokens")}
+                counters = {k: fields[k] for k in ("turns", "reflections", "prompt_tokens", "completion_tokens")}
                 if not ours.update(**counters, version=F("version") + 1, updated_at=now):
                     raise RunBusy("This worker lost the run's lease.")
                 state.finish(engine.StopReason.CANCELLED)

@@ -26,6 +26,8 @@ class StepSerializer(serializers.ModelSerializer):
         data = super().to_representation(instance)
         for name in STEP_FIELDS.get(instance.kind, ()):
             data[name] = instance.data.get(name)
+        if instance.data.get("reflection"):
+            data["reflection"] = True  # a critique between attempts (max_reflections)
         return data
 
 
@@ -38,8 +40,8 @@ class RunSerializer(serializers.ModelSerializer):
         model = Run
         fields = [
             "id", "status", "stop_reason", "ok", "output", "turns", "input", "mode", "protocol", "provider",
-            "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action", "error", "usage",
-            "created_at", "updated_at",
+            "model", "max_turns", "max_reflections", "timeout_s", "tools", "sensitive_tools", "pending_action",
+            "error", "usage", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -90,6 +92,7 @@ class RunCreateSerializer(serializers.Serializer):
     provider = serializers.CharField(max_length=32, required=False)
     model = serializers.CharField(max_length=200, required=False)
     max_turns = serializers.IntegerField(min_value=1, max_value=50, default=8)
+    max_reflections = serializers.IntegerField(min_value=0, max_value=5, default=0)
     timeout_s = serializers.FloatField(min_value=1, max_value=600, default=60.0)
     tools = serializers.ListField(child=serializers.CharField(max_length=64), max_length=64, required=False)
     sensitive_tools = serializers.ListField(child=serializers.CharField(max_length=64), max_length=64, default=list)

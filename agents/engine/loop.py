@@ -11,7 +11,7 @@ from typing import Any
 
 from agents.engine import react
 from agents.engine.dispatch import Toolset, run_tool
-from agents.engine.prompts import render_messages
+from agents.engine.prompts import reflection_messages, render_messages
 from agents.engine.state import RunState
 from agents.engine.types import (
     Clock,
@@ -165,7 +165,9 @@ def pending_calls(state: RunState) -> list[ToolCall]:
 
 def _model_turn(rec: _Recorder, model: Model, toolset: Toolset) -> None:
     state = rec.state
-    if state.turns >= state.max_turns:
+    if state.attempt_turns >= state.max_turns:
+        if state.reflections < state.max_reflections:
+            return _reflect(rec, model, toolset)
         return rec.stop(StopReason.MAX_TURNS)
     if rec.interrupted():
         return None
@@ -281,12 +283,48 @@ def _approval_for(state: RunState, call_id: str) -> dict[str, Any] | None:
     return None
 
 
+def _reflect(rec: _Recorder, model: Model, toolset: Toolset) -> None:
+    """Ask the model to critique the attempt that ran out of turns; a new attempt starts with that critique."""
+    state = rec.state
+    if rec.interrupted():
+        return None
+    now = rec.clock()
+    if now >= state.deadline:
+        return rec.stop(StopReason.TIMEOUT, "deadline reached before reflecting")
+    # Tool specs go along (some providers refuse a transcript with tool calls but no tools); calls are ignored.
+    specs = tool_specs(toolset, state)
+    messages = reflection_messages(render_messages(state, specs), state.attempt_turns)
+    try:
+        reply = model.complete(ModelRequest(messages, specs, state.protocol, state.deadline - now))
+    except ModelError as exc:
+        state.turns += 1
+        return rec.stop(StopReason.MODEL_ERROR, str(exc) or "the model call failed")
+    state.turns += 1
+    state.prompt_tokens += reply.usage.prompt_tokens
+    state.completion_tokens += reply.usage.completion_tokens
+    critique = react.strip_think(reply.text or "")[0].strip() or "(no critique given)"
+    state.reflections += 1
+    state.attempt_start_turn = state.turns
+    rec.add(
+        "model",
+        _ms(rec.clock() - now),
+        thought=f"Reflection on attempt {state.reflections}",
+        text=critique,
+        tool_calls=[],
+        final_answer=None,
+        usage=reply.usage.as_dict(),
+        reflection=True,
+    )
+
+
 def _after_unit(rec: _Recorder) -> None:
     """Budgets that end a run between units: turns used up, deadline passed."""
     state = rec.state
     if state.status != Status.RUNNING or pending_calls(state):
         return
-    if state.turns >= state.max_turns:
+    if state.attempt_turns >= state.max_turns:
+        if state.reflections < state.max_reflections and rec.clock() < state.deadline:
+            return  # the next unit reflects and starts a new attempt
         rec.stop(StopReason.MAX_TURNS)
     elif rec.clock() >= state.deadline:
         rec.stop(StopReason.TIMEOUT, "deadline reached")

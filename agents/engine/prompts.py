@@ -60,14 +60,34 @@ def denial_text(step: dict[str, Any]) -> str:
     return DENIED.format(reason=f" (reason: {reason})" if reason else "")
 
 
+REFLECT = (
+    "You did not reach a final answer within {turns} turns. In two or three sentences, critique this attempt: "
+    "what went wrong, and what you will do differently. Do not answer the task yet."
+)
+RETRY = "\n\nA previous attempt at this task did not reach an answer. Its critique:\n{critique}"
+
+
+def reflection_messages(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
+    """The attempt's transcript plus the request for a critique (merged into a trailing user message)."""
+    prompt = REFLECT.format(turns=turns)
+    if messages[-1]["role"] == "user":
+        return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + "\n\n" + prompt}]
+    return [*messages, {"role": "user", "content": prompt}]
+
+
 def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """The transcript a model sees, derived from the steps (never stored twice)."""
+    """The transcript a model sees, derived from the steps (never stored twice).
+
+    After a reflection, a new attempt starts from the task plus the critiques so far.
+    """
+    last = max((i for i, s in enumerate(state.steps) if s.get("reflection")), default=-1)
+    critiques = "".join(RETRY.format(critique=s["text"]) for s in state.steps[: last + 1] if s.get("reflection"))
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(state.protocol, specs)},
-        {"role": "user", "content": state.input},
+        {"role": "user", "content": state.input + critiques},
     ]
     previous: dict[str, Any] | None = None
-    for step in state.steps:
+    for step in state.steps[last + 1 :]:
         message = _render_step(state.protocol, step, previous)
         if message is not None:
             messages.append(message)

@@ -25,6 +25,9 @@ class RunState:
     output: str | None = None
     error: str | None = None
     turns: int = 0
+    max_reflections: int = 0  # retries after an attempt that ran out of turns, each with the model's own critique
+    reflections: int = 0
+    attempt_start_turn: int = 0  # `turns` when the current attempt began
     prompt_tokens: int = 0
     completion_tokens: int = 0
     steps: list[dict[str, Any]] = field(default_factory=list)
@@ -48,6 +51,10 @@ class RunState:
     @property
     def usage(self) -> Usage:
         return Usage(self.prompt_tokens, self.completion_tokens)
+
+    @property
+    def attempt_turns(self) -> int:
+        return self.turns - self.attempt_start_turn
 
     @property
     def done(self) -> bool:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agents.engine.prompts import DENIED
+from agents.engine.prompts import DENIED, REFLECT, RETRY
 from agents.engine.types import ModelReply, ModelRequest, ToolCall
 from agents.engine.wrapping import unwrap
 from agents.providers.base import Provider
@@ -30,10 +30,12 @@ _RECALL = re.compile(r"^\s*what do you (?:remember|know|recall) about\s+(.+?)[?.
 _REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?\s+(.+?)[.!\s]*$", re.I | re.S)
 _SEARCH = re.compile(r"^\s*(?:please\s+)?(?:search|look up)(?:\s+the web)?(?:\s+for)?\s+(.+?)[?.!\s]*$", re.I | re.S)
 DENIED_PREFIX = DENIED.split("{")[0]
+REFLECT_MARK = REFLECT.split("{")[0]
+RETRY_MARK = RETRY.split("{")[0]
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
 
 HELP = (
-    "I am the offline demo model, so I only know a few tricks: arithmetic with the calculator "
+    "I can't answer that: I am the offline demo model, so I only know a few tricks: arithmetic with the calculator "
     '("What is 12*7, plus 1?"), "remember that …", "what do you remember about …?" and "search …". '
     "For real answers, configure a provider: set OPENAI_API_KEY (or ANTHROPIC_API_KEY, XAI_API_KEY, HF_TOKEN, "
     "OPENROUTER_API_KEY) and choose it with provider=openai (or anthropic, xai, huggingface, openrouter)."
@@ -71,7 +73,10 @@ class DemoProvider(Provider):
     default_model = "demo-1"
 
     def complete(self, request: ModelRequest) -> ModelReply:
+        if REFLECT_MARK in str(request.messages[-1].get("content", "")):
+            return ModelReply(text="I ran out of turns before reaching an answer. I should take fewer, larger steps.")
         goal = next((m["content"] for m in request.messages if m["role"] == "user"), "")
+        goal = goal.split(RETRY_MARK)[0]
         observations = [o for o in map(_observation, request.messages[2:]) if o is not None]
         available = {spec.name for spec in request.tools}
         plan = self.plan(goal, observations, available)
