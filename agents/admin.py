@@ -227,3 +227,6 @@ def dashboard_stats() -> dict:
         "by_status": [(status.label, by_status.get(status.value, 0)) for status in RunStatus],
         "awaiting": Run.objects.filter(status=RunStatus.AWAITING_APPROVAL).count(),
     }
+
+
+from agents.evals import admin as _evals_admin  # noqa: E402, F401  (registers the eval admin)

@@ -136,3 +136,52 @@ class PendingApproval(Run):
         proxy = True
         verbose_name = "pending approval"
         verbose_name_plural = "pending approvals"
+
+
+class EvalRun(models.Model):
+    """One execution of the eval cases against a provider/model/protocol configuration."""
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=200)
+    protocol = models.CharField(max_length=16, help_text="tools, react, or 'per case'")
+    max_reflections = models.PositiveSmallIntegerField(default=0)
+    cases_file = models.CharField(max_length=300)
+    only = models.CharField(max_length=200, blank=True, default="")
+    total = models.PositiveIntegerField(default=0)
+    passed = models.PositiveIntegerField(default=0)
+    pass_rate = models.FloatField(default=0.0)
+    mean_turns = models.FloatField(default=0.0)
+    p50_latency_ms = models.FloatField(default=0.0)
+    p95_latency_ms = models.FloatField(default=0.0)
+    tokens = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"eval {self.pk} {self.provider}/{self.model} {self.passed}/{self.total}"
+
+
+class EvalResult(models.Model):
+    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
+    case_id = models.CharField(max_length=100)
+    protocol = models.CharField(max_length=8)
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    passed = models.BooleanField(default=False)
+    reason = models.TextField(blank=True, default="", help_text="why the case did not pass")
+    output = models.TextField(null=True, blank=True)
+    turns = models.PositiveIntegerField(default=0)
+    latency_ms = models.FloatField(default=0.0)
+    tokens = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["eval_run", "case_id", "protocol"]
+        constraints = [
+            models.UniqueConstraint(fields=["eval_run", "case_id", "protocol"], name="evalresult_case_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.case_id} [{self.protocol}] {'pass' if self.passed else 'fail'}"

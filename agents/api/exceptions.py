@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from rest_framework import status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -21,6 +22,11 @@ _STATUS = {
 def exception_handler(exc, context):
     if isinstance(exc, ObjectDoesNotExist):
         exc = NotFound()
+    if isinstance(exc, RequestDataTooBig):  # else Django's HTML 400 page, with no message
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response({"detail": f"The request body is larger than {limit} bytes."}, status=413)
+    if isinstance(exc, RecursionError):  # JSON nested too deeply for the parser: bad input, not a 500
+        exc = ParseError("JSON parse error - the body is nested too deeply.")
     for cls, code in _STATUS.items():
         if isinstance(exc, cls):
             detail = exc.detail if isinstance(exc.detail, dict) else {"detail": str(exc.detail)}

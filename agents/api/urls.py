@@ -4,6 +4,7 @@ from django.urls import re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from agents.api.evals import EvalRunViewSet
 from agents.api.views import HealthView, RunViewSet, ToolViewSet
 
 
@@ -18,6 +19,7 @@ class OptionalSlashRouter(SimpleRouter):
 router = OptionalSlashRouter()
 router.register("runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")
+router.register("evals/runs", EvalRunViewSet, basename="evalrun")
 
 urlpatterns = [
     re_path(r"^health/?$", HealthView.as_view(), name="health"),

@@ -23,6 +23,7 @@ _WORDS = [
     (r"\bmodulo\b", "%"),
 ]
 _PREFIX = re.compile(r"^\s*(what is|what's|whats|calculate|compute|evaluate|how much is)\s*", re.I)
+_FUNCTIONS = re.compile(r"\b(sqrt|sin|cos|tan|log10|log|exp|abs|round|floor|ceil|min|max|pi|tau)\b")
 _ARITH = re.compile(r"^[\d\s.+\-*/%^()]+$")
 _OP_START = re.compile(r"^\s*(\*\*|[+\-*/%^])")
 _SPLIT = re.compile(r",|;|\bthen\b|\band then\b", re.I)
@@ -59,7 +60,7 @@ def arithmetic_segments(goal: str) -> list[str] | None:
         text = re.sub(pattern, op, text, flags=re.I)
     text = _PREFIX.sub("", text)
     parts = [p.strip() for p in _SPLIT.split(text) if p and p.strip()]
-    if not parts or not _ARITH.match(parts[0]) or not re.search(r"\d", parts[0]):
+    if not parts or not _ARITH.match(_FUNCTIONS.sub("", parts[0])) or not re.search(r"\d", parts[0]):
         return None
     if any(not (_ARITH.match(p) and _OP_START.match(p)) for p in parts[1:]):
         return None

@@ -18,7 +18,7 @@ def test_sync_run_answers_85_with_the_exact_run_object(api, alice):
     response = create_run(api)
     assert response.status_code == 201, response.content
     body = response.json()
-    assert set(body) == RUN_KEYS
+    assert RUN_KEYS <= set(body)  # exactly RUN_KEYS: see test_run_object_has_exactly_the_contract_keys
     assert body["status"] == "done"
     assert body["stop_reason"] == "final_answer"
     assert body["ok"] is True
@@ -34,6 +34,16 @@ def test_sync_run_answers_85_with_the_exact_run_object(api, alice):
     run = Run.objects.get(pk=body["id"])
     assert run.owner == alice
     assert run.output == "85"
+
+
+def test_run_object_has_exactly_the_contract_keys(api, alice):
+    """API.md's run object, no more and no less, on create, detail and list (detail adds only "steps")."""
+    created = create_run(api).json()
+    assert set(created) == RUN_KEYS, set(created) ^ RUN_KEYS
+    detail = api.get(f"{RUNS}/{created['id']}").json()
+    assert set(detail) == RUN_KEYS | {"steps"}, set(detail) ^ (RUN_KEYS | {"steps"})
+    listed = api.get(RUNS).json()["results"][0]
+    assert set(listed) == RUN_KEYS, set(listed) ^ RUN_KEYS
 
 
 def test_defaults(api, settings):
@@ -314,6 +324,21 @@ def test_non_object_json_bodies_are_400(api):
         response = api.post(RUNS, data=raw, content_type="application/json")
         assert 400 <= response.status_code < 500, raw
     assert run_count() == before
+
+
+@pytest.mark.parametrize("path", [RUNS, "/v1/agent/runs", "/api/v1/tools/calculator/invoke"])
+def test_json_nested_too_deeply_is_400_not_500(api, path):
+    before = run_count()
+    response = api.post(path, data="[" * 5000 + "]" * 5000, content_type="application/json")
+    assert response.status_code == 400
+    assert "detail" in response.json()
+    assert run_count() == before
+
+
+def test_unknown_fields_are_ignored(api):
+    response = create_run(api, colour="blue")
+    assert response.status_code == 201
+    assert "colour" not in response.json()
 
 
 def test_form_encoded_body_is_unsupported(api):

