@@ -103,6 +103,7 @@ class StubServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out at once: no 40 ms delayed-ACK stall
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
                 return

@@ -9,15 +9,17 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
+from rest_framework.authtoken.models import Token
 
 from agents.management.tables import format_table
 
-SECTIONS = ("parser", "calculator", "engine", "persisted", "memory")
+SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "memory")
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Command(BaseCommand):
         parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
         parser.add_argument("--sizes", default="1000,10000,100000", help="memory sizes (facts for one user)")
         parser.add_argument("--queries", type=int, default=200, help="recall queries per memory size")
+        parser.add_argument("--http-runs", type=int, default=40, help="runs per concurrency level over HTTP")
 
     def handle(self, *args, **opts) -> None:
         wanted = [s.strip() for s in opts["only"].split(",") if s.strip()]
@@ -52,7 +55,9 @@ class Command(BaseCommand):
         rows: list[Row] = []
         for section in wanted:
             self._progress(f"measuring {section} …")
-            rows += getattr(self, f"_bench_{section}")(sizes=sizes, queries=opts["queries"])
+            rows += getattr(self, f"_bench_{section}")(
+                sizes=sizes, queries=opts["queries"], http_runs=opts["http_runs"]
+            )
         self._print(rows, as_json=opts["json"])
 
     def _progress(self, message: str) -> None:
@@ -128,7 +133,28 @@ class Command(BaseCommand):
             )
         ]
 
-    def _bench_memory(self, *, sizes: list[int], queries: int) -> list[Row]:
+    def _bench_http(self, *, http_runs: int, **_) -> list[Row]:
+        from agents.management.bench_http import Gunicorn, InstantModelServer
+
+        user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
+        rows: list[Row] = []
+        try:
+            token = Token.objects.create(user=user).key
+            with InstantModelServer() as model, Gunicorn(_http_env(model.url)) as server:
+                for concurrency in (1, 8):
+                    self._progress(f"  http: {http_runs} runs at concurrency {concurrency} …")
+                    rate, p50, p95 = _http_runs(server.url, token, http_runs, concurrency)
+                    work = f"3-turn run (2 calculator calls + answer) via gunicorn, 2 workers, c={concurrency}"
+                    rows += [
+                        Row(f"HTTP runs/s @ c={concurrency}", rate, "runs/s", work),
+                        Row(f"HTTP run p50 @ c={concurrency}", p50, "ms", work),
+                        Row(f"HTTP run p95 @ c={concurrency}", p95, "ms", work),
+                    ]
+        finally:
+            user.delete()
+        return rows
+
+    def _bench_memory(self, *, sizes: list[int], queries: int, **_) -> list[Row]:
         rows = []
         user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
         try:
@@ -147,6 +173,42 @@ class Command(BaseCommand):
         finally:
             user.delete()
         return rows
+
+
+def _http_env(model_url: str) -> dict[str, str]:
+    """The gunicorn under test: the instant model as provider `openai`, no rate limit in the way."""
+    return {
+        "OPENAI_BASE_URL": model_url,
+        "OPENAI_API_KEY": "bench-not-a-key",
+        "AGENT_RATE_LIMIT": "1000000/m",
+        "SECURE_SSL_REDIRECT": "0",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+def _http_runs(url: str, token: str, runs: int, concurrency: int) -> tuple[float, float, float]:
+    """(runs/s, p50 ms, p95 ms) of POST /api/v1/runs, each a whole three-turn run."""
+    import requests
+
+    body = {"input": "What is 12*7, plus 1?", "provider": "openai"}
+    headers = {"Authorization": f"Token {token}"}
+
+    def one(_: int) -> float:
+        with requests.Session() as session:
+            start = time.perf_counter()
+            response = session.post(url + "/api/v1/runs", json=body, headers=headers, timeout=60)
+            elapsed = (time.perf_counter() - start) * 1000
+        if response.status_code != 201 or response.json().get("output") != "85":
+            raise CommandError(f"HTTP bench run failed: {response.status_code} {response.text[:200]}")
+        return elapsed
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        latencies = list(pool.map(one, range(runs)))
+    wall = time.perf_counter() - started
+    p50, p95 = _percentiles(latencies)
+    return runs / wall, p50, p95
 
 
 def _fmt(value: float) -> str:
