@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Subquery
 from django.http import HttpRequest, HttpResponseRedirect
@@ -17,7 +18,7 @@ from agents import runtime, services
 from agents.api.serializers import RunSerializer
 from agents.engine.dispatch import schema_error
 from agents.models import PendingApproval, Run, RunStatus, Step
-from agents.permissions import can_decide
+from agents.permissions import can_decide, can_review
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -28,6 +29,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        # agents.review_run means "see every run and decide approvals": reviewers need these pages to decide.
+        return super().has_view_permission(request, obj) or can_review(request.user)
 
 
 @admin.register(Run)
@@ -79,7 +84,10 @@ class RunAdmin(ReadOnlyAdmin):
     def duration(self, run: Run) -> str:
         return f"{(run.updated_at - run.created_at).total_seconds():.2f} s"
 
-    @admin.action(description="Cancel selected runs")
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return can_review(request.user)
+
+    @admin.action(description="Cancel selected runs", permissions=["review"])  # a write: not for view-only staff
     def cancel_runs(self, request: HttpRequest, queryset) -> None:
         cancelled = 0
         for run in queryset.exclude(status=RunStatus.DONE):
@@ -95,7 +103,9 @@ class RunAdmin(ReadOnlyAdmin):
         return [path("<uuid:run_id>/decide/", decide, name="agents_run_decide"), *super().get_urls()]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        run = get_object_or_404(Run, pk=object_id)
+        run = self.get_object(request, unquote(object_id))
+        if run is None:  # unknown or malformed id: the admin's own "doesn't exist" redirect, not a 500
+            return super().change_view(request, object_id, form_url, extra_context)
         steps = list(Step.objects.filter(run=run).order_by("index"))
         pending = RunSerializer(run).data["pending_action"]
         context = {

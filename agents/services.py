@@ -228,9 +228,23 @@ def _interrupt(run: Run):
     return lambda: Run.objects.filter(pk=run.pk, status=RunStatus.DONE).exists()
 
 
+def _storable(value: Any) -> Any:
+    """PostgreSQL text and jsonb cannot hold NUL: model or tool text with one would fail the unit's commit."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
+
+
 def _commit(run: Run, token: str, state: RunState, events: list[dict]) -> None:
     """Append the unit's steps and update the run, only while this worker still holds the lease."""
-    fields = runtime.run_fields(state)
+    fields = _storable(runtime.run_fields(state))
+    rows = runtime.step_rows(run, events)
+    for row in rows:
+        row.data = _storable(row.data)
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -241,7 +255,7 @@ def _commit(run: Run, token: str, state: RunState, events: list[dict]) -> None:
                 if not ours.update(**counters, version=F("version") + 1, updated_at=now):
                     raise RunBusy("This worker lost the run's lease.")
                 state.finish(engine.StopReason.CANCELLED)
-            Step.objects.bulk_create(runtime.step_rows(run, events))
+            Step.objects.bulk_create(rows)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None
     log.info(

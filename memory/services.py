@@ -68,7 +68,7 @@ def query_terms(query: str) -> list[str]:
 
 
 def recall(user, query: str, limit: int = 5, offset: int = 0) -> list[Fact]:
-    """The user's facts most relevant to `query` (any term matches; more matches rank higher; ties newest first).
+    """The user's facts most relevant to `query`: any word matches, more matching words rank higher, ties newest first.
 
     An empty or stop-word-only query returns the most recent facts.
     """
@@ -98,28 +98,30 @@ def _ranked_ids(owner_id: int, terms: list[str], limit: int, offset: int) -> lis
 
 
 def _match_sql(owner_id: int, terms: list[str], *, select: str, order: bool) -> tuple[str, list]:
-    """Facts matching any term; ordered by how many distinct terms each matches, then newest first.
-
-    The score is a count on both databases (not ts_rank or bm25, which weigh length, repetition and rarity
-    differently from each other), so both rank the same way.
-    """
+    """Facts of one owner matching any term, scored by how many distinct terms they match (same on both databases)."""
     if connection.vendor == "postgresql":
-        words = [t.replace("'", "") for t in terms]
-        sql = (
-            f"SELECT {select} FROM memory_fact f WHERE f.owner_id = %s "
-            "AND f.search @@ to_tsquery('english'::regconfig, %s)"
-        )
-        params = [owner_id, " | ".join(words)]
-        hit = "(f.search @@ to_tsquery('english'::regconfig, %s))::int"
-    else:
-        words = ['"' + t.replace('"', "") + '"' for t in terms]
-        sql = (
-            f"SELECT {select} FROM memory_fact_fts JOIN memory_fact f ON f.id = memory_fact_fts.rowid "
-            "WHERE memory_fact_fts MATCH %s AND f.owner_id = %s"
-        )
-        params = [" OR ".join(words), owner_id]
-        hit = "(f.id IN (SELECT rowid FROM memory_fact_fts WHERE memory_fact_fts MATCH %s))"
+        return _postgres_sql(owner_id, terms, select=select, order=order)
+    return _sqlite_sql(owner_id, terms, select=select, order=order)
+
+
+def _postgres_sql(owner_id: int, terms: list[str], *, select: str, order: bool) -> tuple[str, list]:
+    query = "to_tsquery('english'::regconfig, %s)"
+    sql = f"SELECT {select} FROM memory_fact f WHERE f.owner_id = %s AND f.search @@ {query}"
+    params: list = [owner_id, " | ".join(terms)]
     if order:
-        sql += f" ORDER BY ({' + '.join([hit] * len(words))}) DESC, f.created_at DESC, f.id DESC"
-        params += words
+        hits = " + ".join(f"(f.search @@ {query})::int" for _ in terms)
+        sql += f" ORDER BY ({hits}) DESC, f.created_at DESC, f.id DESC"
+        params += terms
     return sql, params
+
+
+def _sqlite_sql(owner_id: int, terms: list[str], *, select: str, order: bool) -> tuple[str, list]:
+    # One FTS5 lookup per term; a fact's score is the number of lookups that found it.
+    lookups = " UNION ALL ".join("SELECT rowid FROM memory_fact_fts WHERE memory_fact_fts MATCH %s" for _ in terms)
+    sql = (
+        f"SELECT {select} FROM (SELECT rowid AS rid, COUNT(*) AS hits FROM ({lookups}) GROUP BY rowid) m "
+        "JOIN memory_fact f ON f.id = m.rid WHERE f.owner_id = %s"
+    )
+    if order:
+        sql += " ORDER BY m.hits DESC, f.created_at DESC, f.id DESC"
+    return sql, ['"' + t.replace('"', "") + '"' for t in terms] + [owner_id]

@@ -50,6 +50,11 @@ class AdvanceSerializer(serializers.Serializer):
     arguments = serializers.DictField(required=False, allow_null=True, default=None)
     reason = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
 
+    def validate_arguments(self, value):
+        if value is not None and services._storable(value) != value:  # stored as jsonb: PostgreSQL refuses NUL
+            raise serializers.ValidationError("Null characters are not allowed.")
+        return value
+
 
 def _to_json(data) -> object:
     """Plain JSON values (for storing a response to replay it later)."""
@@ -87,7 +92,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         key = request.headers.get("Idempotency-Key")
         if key is None:
             return self._create(request)
-        if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH:
+        if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or "\x00" in key:
             raise ValidationError({"detail": "The Idempotency-Key header must have 1 to 255 characters."})
         try:
             record, replay = idempotency.begin(request.user, key, request.data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import statistics
@@ -266,10 +267,43 @@ def _persisted_overhead_ms(runs: int = 20) -> float:
         user.delete()
 
 
-_VOCAB = [f"{a}{b}" for a in ("ka", "lo", "mi", "zu", "te", "ra", "no", "vi", "se", "pa") for b in ("rin", "tos", "mel", "dar", "quen", "bix", "lor", "sun", "vat", "gim", "hop", "jet", "wen", "yar", "fud", "cel", "dro", "nip", "ost", "uma")]  # fmt: skip  # noqa: E501
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "zu",
+    "te",
+    "ra",
+    "no",
+    "vi",
+    "se",
+    "pa",
+    "du",
+    "fe",
+    "go",
+    "hu",
+    "ji",
+    "ly",
+    "mo",
+    "ne",
+]
+
+
+def _vocabulary(size: int = 20000) -> list[str]:
+    """Synthetic content words; used with Zipf-like frequencies, as words are in real text."""
+    rnd = random.Random(1)
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rnd.choice(_SYLLABLES) for _ in range(rnd.randint(2, 4))))
+    return sorted(words)
+
+
+_VOCAB = _vocabulary()
+_ZIPF = list(itertools.accumulate(1 / (rank + 1) ** 1.07 for rank in range(len(_VOCAB))))
 
 
 def _add_facts(user, count: int, batch: int = 2000) -> None:
+    """`count` facts of 6-12 words each, word frequencies Zipf-distributed over a 20k-word vocabulary."""
     from memory.models import Fact
     from memory.services import _digest
 
@@ -278,19 +312,24 @@ def _add_facts(user, count: int, batch: int = 2000) -> None:
     while made < count:
         chunk = []
         for _ in range(min(batch, count - made)):
-            text = " ".join(rnd.choice(_VOCAB) for _ in range(8)) + f" {uuid.uuid4().hex[:6]}"
-            chunk.append(Fact(owner=user, text=text, digest=_digest(text)))
+            text = " ".join(rnd.choices(_VOCAB, cum_weights=_ZIPF, k=rnd.randint(6, 12)))
+            chunk.append(Fact(owner=user, text=text, digest=_digest(f"{text} {made + len(chunk)}")))
         Fact.objects.bulk_create(chunk)
         made += len(chunk)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memory_fact")  # what autovacuum would do after a bulk load
 
 
 def _recall_latency(user, queries: int) -> tuple[float, float]:
+    from memory.models import Fact
     from memory.services import recall
 
     rnd = random.Random(7)
+    texts = list(Fact.objects.filter(owner=user).order_by("?").values_list("text", flat=True)[:queries])
     samples = []
-    for _ in range(queries):
-        query = " ".join(rnd.choice(_VOCAB) for _ in range(2))
+    for text in texts:
+        query = " ".join(rnd.sample(text.split(), 2))  # two words of a stored fact, as a user would ask
         start = time.perf_counter()
         recall(user, query, limit=5)
         samples.append((time.perf_counter() - start) * 1000)
