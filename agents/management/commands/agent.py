@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agents import services
 from agents.api.serializers import RunDetailSerializer
 from agents.models import Run, RunStatus, Step
+from agents.permissions import can_decide
 
 
 class Command(BaseCommand):
@@ -83,6 +84,12 @@ class Command(BaseCommand):
             if run.status == RunStatus.RUNNING:
                 run = services.execute(run_id=run.pk, units=1)
             elif run.status == RunStatus.AWAITING_APPROVAL:
+                if not can_decide(user, run):
+                    self.stderr.write(
+                        f"Run {run.pk} is awaiting approval; '{user.get_username()}' may not decide approvals "
+                        "(that needs the agents.review_run permission). Decide in the admin."
+                    )
+                    return run
                 approved = self._ask(run, opts)
                 if approved is None:
                     return run

@@ -176,6 +176,7 @@
         max_turns: Number($("max_turns").value),
         mode: "step",
       });
+      loadRecent().catch(() => {});
       await drive();
     } catch (error) {
       fail(error);
