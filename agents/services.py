@@ -200,6 +200,7 @@ def _apply_decision(run: Run, token: str, state: RunState, decision: dict) -> Ru
     run.deadline = run.deadline + timedelta(seconds=paused_for)
     state.deadline = runtime.to_epoch(run.deadline)
     Run.objects.filter(pk=run.pk).update(deadline=run.deadline)
+    _renew(run, token)  # the lease covers the moved deadline, so no second worker claims the run meanwhile
     state, events = engine.decide(
         state, runtime.build_toolset(run), runtime.clock, interrupt=_interrupt(run), **decision
     )

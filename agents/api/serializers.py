@@ -58,6 +58,12 @@ class RunSerializer(serializers.ModelSerializer):
             "total_tokens": run.total_tokens,
         }
 
+    def to_representation(self, instance: Run) -> dict:
+        data = super().to_representation(instance)
+        if not instance.max_reflections:
+            data.pop("max_reflections")  # shown only when used: the run object of API.md stays exactly as it was
+        return data
+
     @extend_schema_field({"type": "object", "nullable": True})
     def get_pending_action(self, run: Run) -> dict | None:
         if run.status != "awaiting_approval":

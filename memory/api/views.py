@@ -47,6 +47,8 @@ class FactViewSet(viewsets.GenericViewSet):
     lookup_value_regex = "[0-9]+"
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Fact.objects.none()
         return Fact.objects.filter(owner=self.request.user).order_by("-created_at", "-id")
 
     @extend_schema(parameters=[OpenApiParameter("q", str, description="rank by relevance to this text")])

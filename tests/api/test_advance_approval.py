@@ -78,7 +78,8 @@ def test_advance_while_another_request_holds_the_lease_is_409(api):
     from django.utils import timezone
 
     run_id = create_run(api, mode="step").json()["id"]
-    Run.objects.filter(pk=run_id).update(lease_owner="someone-else", lease_expires=timezone.now() + timedelta(seconds=60))
+    held_until = timezone.now() + timedelta(seconds=60)
+    Run.objects.filter(pk=run_id).update(lease_owner="someone-else", lease_expires=held_until)
     response = _advance(api, run_id)
     assert response.status_code == 409
     assert Run.objects.get(pk=run_id).turns == 1

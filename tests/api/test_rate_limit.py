@@ -94,3 +94,21 @@ def test_anonymous_requests_do_not_use_a_users_budget(api, settings):
     for _ in range(3):
         assert APIClient().post(RUNS, {"input": ARITHMETIC}, format="json").status_code == 401
     assert create_run(api).status_code == 201
+
+
+def test_counters_live_in_the_shared_cache(api, settings):
+    from django.core.cache import cache
+
+    settings.AGENT_RATE_LIMIT = "1/h"
+    assert create_run(api).status_code == 201
+    _assert_429(create_run(api))
+    cache.clear()  # a counter kept in process memory would survive this
+    assert create_run(api).status_code == 201
+
+
+def test_idempotent_replays_are_counted_too(api, settings):
+    settings.AGENT_RATE_LIMIT = "2/h"
+    first = api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_IDEMPOTENCY_KEY="k")
+    assert api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_IDEMPOTENCY_KEY="k").json() == first.json()
+    _assert_429(api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_IDEMPOTENCY_KEY="k"))
+    assert run_count() == 1

@@ -46,6 +46,22 @@ def test_run_object_has_exactly_the_contract_keys(api, alice):
     assert set(listed) == RUN_KEYS, set(listed) ^ RUN_KEYS
 
 
+def test_max_reflections_appears_only_when_used(api):
+    """Reflection (evals) is an opt-in extension: the run object shows it only when the client asked for it."""
+    plain = create_run(api).json()
+    assert "max_reflections" not in plain
+    reflective = create_run(api, max_reflections=2).json()
+    assert reflective["max_reflections"] == 2
+    assert set(reflective) == RUN_KEYS | {"max_reflections"}
+
+
+@pytest.mark.parametrize("value", [-1, 6, "x"])
+def test_max_reflections_bounds(api, value):
+    response = create_run(api, max_reflections=value)
+    assert response.status_code == 400
+    assert "max_reflections" in response.json()
+
+
 def test_defaults(api, settings):
     response = create_run(api)
     assert response.status_code == 201

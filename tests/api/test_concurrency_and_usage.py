@@ -1,0 +1,163 @@
+"""Concurrent requests on one run or key, provider usage accounting, and request ids in log lines."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+from django.db import connection
+
+from agents.models import Run, Step
+from tests.api.conftest import ARITHMETIC, RUNS, create_run, run_url
+from tests.conftest import client_for, make_user
+
+
+def _in_threads(n: int, work) -> list:
+    """Run work(i) in n threads started together; each thread closes its own DB connection."""
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def target(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results[i] = work(i)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertions
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_advances_never_double_a_unit():
+    alice = make_user("alice")
+    run_id = create_run(client_for(alice), input="What is 1+1, plus 1, plus 1, plus 1", mode="step").json()["id"]
+    clients = [client_for(alice) for _ in range(4)]
+    results = _in_threads(4, lambda i: clients[i].post(run_url(run_id, "advance"), {}, format="json"))
+    statuses = [getattr(r, "status_code", r) for r in results]
+    assert all(s in (200, 409) for s in statuses), statuses
+    assert 200 in statuses
+    run = Run.objects.get(pk=run_id)
+    indexes = list(Step.objects.filter(run_id=run_id).order_by("index").values_list("index", flat=True))
+    assert indexes == list(range(len(indexes)))
+    assert Step.objects.filter(run_id=run_id, kind="model").count() == run.turns
+    assert run.turns == 1 + statuses.count(200)
+    assert run.lease_owner == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_posts_with_one_idempotency_key_make_one_run():
+    alice = make_user("alice")
+    clients = [client_for(alice) for _ in range(4)]
+    body = {"input": ARITHMETIC}
+    results = _in_threads(4, lambda i: clients[i].post(RUNS, body, format="json", HTTP_IDEMPOTENCY_KEY="same-key"))
+    statuses = [getattr(r, "status_code", r) for r in results]
+    assert all(s in (201, 409) for s in statuses), statuses
+    assert Run.objects.count() == 1
+    ids = {r.json()["id"] for r in results if getattr(r, "status_code", None) == 201}
+    assert ids == {str(Run.objects.get().pk)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_decisions_record_one_approval(settings, stub):
+    settings.TAVILY_API_KEY = ""
+    settings.DUCKDUCKGO_URL = stub.url + "/"
+    stub.add("GET", "/", json={"AbstractText": "Python is a programming language."}, repeat=True)
+    alice = make_user("alice")
+    reviewer = make_user("rita", staff=True, reviewer=True)
+    run_id = create_run(client_for(alice), input="search python").json()["id"]
+    clients = [client_for(reviewer) for _ in range(3)]
+    results = _in_threads(3, lambda i: clients[i].post(run_url(run_id, "advance"), {"approval": True}, format="json"))
+    statuses = [getattr(r, "status_code", r) for r in results]
+    assert sorted(statuses) == [200, 409, 409], statuses
+    assert Step.objects.filter(run_id=run_id, kind="approval").count() == 1
+    assert Step.objects.filter(run_id=run_id, kind="tool").count() == 1
+    assert stub.count("GET", "/") == 1
+
+
+def _completion(content: str, prompt: int, completion: int) -> dict:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4.1-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+def _tool_call_completion(prompt: int, completion: int) -> dict:
+    function = {"name": "calculator", "arguments": '{"expression": "6*7"}'}
+    call = {"id": "call_1", "type": "function", "function": function}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {
+        "id": "chatcmpl-0",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4.1-mini",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+@pytest.mark.django_db
+def test_usage_is_the_sum_over_model_calls(api, settings, stub):
+    settings.OPENAI_API_KEY = "sk-test"
+    settings.OPENAI_BASE_URL = stub.url + "/v1"
+    stub.add("POST", "/v1/chat/completions", json=_tool_call_completion(11, 3))
+    stub.add("POST", "/v1/chat/completions", json=_completion("It is 42.", 20, 5))
+    response = create_run(api, input="What is 6*7?", provider="openai")
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["status"], body["output"], body["turns"], body["model"]) == ("done", "It is 42.", 2, "gpt-4.1-mini")
+    assert body["usage"] == {"prompt_tokens": 31, "completion_tokens": 8, "total_tokens": 39}
+    steps = api.get(run_url(body["id"])).json()["steps"]
+    assert [s["kind"] for s in steps] == ["model", "tool", "model"]
+    assert steps[0]["usage"]["prompt_tokens"] == 11
+    assert steps[0]["tool_calls"] == [{"id": "call_1", "name": "calculator", "arguments": {"expression": "6*7"}}]
+    assert steps[1]["output"] == "42"
+    assert steps[2]["usage"]["completion_tokens"] == 5
+    # the tool result goes back in the tool slot, wrapped
+    second = stub.requests[1].json()
+    wrapped = "<<<TOOL_OUTPUT_START>>>\n42\n<<<TOOL_OUTPUT_END>>>"
+    tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [("call_1", wrapped)]
+    system = [m.get("content") or "" for m in second["messages"] if m["role"] == "system"]
+    assert all(wrapped not in text for text in system)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        from log_request_id.filters import RequestIDFilter
+
+        self.addFilter(RequestIDFilter())
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.django_db
+def test_log_lines_carry_the_request_id(api):
+    handler = _Collect()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        response = api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_X_REQUEST_ID="trace-77")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+    assert response.status_code == 201
+    ours = [r for r in handler.records if r.name.startswith("agents")]
+    assert ours, [r.name for r in handler.records]
+    assert {r.request_id for r in ours} == {"trace-77"}
