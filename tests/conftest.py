@@ -20,9 +20,15 @@ def stub():
 @pytest.fixture(autouse=True)
 def _fresh_cache(request):
     """Rate-limit counters and idempotency state never leak from one test to the next."""
-    if "db" in request.fixturenames or "transactional_db" in request.fixturenames:
+    names = request.fixturenames
+    wanted = "transactional_db" if "transactional_db" in names else "db" if "db" in names else None
+    if wanted is None and request.node.get_closest_marker("django_db"):
+        marker = request.node.get_closest_marker("django_db")
+        wanted = "transactional_db" if marker.kwargs.get("transaction") else "db"
+    if wanted is not None:
         from django.core.cache import cache
 
+        request.getfixturevalue(wanted)  # database access is set up before we touch the database cache
         cache.clear()
     yield
 

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import Prefetch
+from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -19,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import idempotency, runtime, services
+from agents.api.events import EventStreamRenderer, run_events
 from agents.api.serializers import (
     RunCreateSerializer,
     RunDetailSerializer,
@@ -131,6 +133,18 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         body.is_valid(raise_exception=True)
         run = services.advance_run(run_id=run.pk, actor=request.user, **body.validated_data)
         return Response(RunSerializer(run).data)
+
+    @extend_schema(responses={(200, "text/event-stream"): str})
+    @action(detail=True, methods=["get"], renderer_classes=[EventStreamRenderer, JSONRenderer])
+    def events(self, request, pk=None):
+        """`text/event-stream` of the run's steps (replayed, then live), status changes, and a last `done`."""
+        run = self.get_object()
+        last = request.headers.get("Last-Event-ID", "")
+        after = int(last) if last.strip().isdigit() else -1
+        response = StreamingHttpResponse(run_events(run.pk, after), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+        return response
 
     @extend_schema(request=None, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])

@@ -1,0 +1,64 @@
+"""Server-sent events for one run: its steps (replayed, then live), status changes, and a last `done` event.
+
+The stream reads committed rows only, so it works across processes and machines: whichever worker advances the run,
+every stream sees the same steps in the same order. A client that reconnects sends `Last-Event-ID` (the last step
+index it saw) and gets only what came after.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+from rest_framework.renderers import BaseRenderer
+
+from agents.models import Run, RunStatus, Step
+
+POLL_S = 0.25
+KEEPALIVE_S = 15.0
+MAX_STREAM_S = 600.0  # a paused run can wait for hours: the client reconnects with Last-Event-ID
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets DRF's content negotiation accept `Accept: text/event-stream` (the body is streamed, not rendered)."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        return json.dumps(data).encode()
+
+
+def frame(event: str, data: object, event_id: int | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
+
+
+def run_events(run_id, after: int, *, poll_s: float = POLL_S, max_s: float = MAX_STREAM_S) -> Iterator[str]:
+    """Step events after index `after`, a `run` event whenever the status changes, then `done`."""
+    from agents.api.serializers import RunSerializer, StepSerializer
+
+    started = last_beat = time.monotonic()
+    status = None
+    while True:
+        for step in Step.objects.filter(run_id=run_id, index__gt=after).order_by("index"):
+            yield frame("step", StepSerializer(step).data, step.index)
+            after = step.index
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:  # deleted while streaming
+            return
+        if run.status != status:
+            status = run.status
+            yield frame("run", RunSerializer(run).data)
+        if run.status == RunStatus.DONE:
+            yield frame("done", RunSerializer(run).data)
+            return
+        now = time.monotonic()
+        if now - started > max_s:
+            return
+        if now - last_beat > KEEPALIVE_S:
+            last_beat = now
+            yield ": keep-alive\n\n"
+        time.sleep(poll_s)

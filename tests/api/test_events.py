@@ -1,0 +1,85 @@
+"""GET /api/v1/runs/{id}/events: server-sent events of a run's steps, status changes and a last `done`."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from agents import services
+from tests.api.conftest import RUNS, create_run
+from tests.conftest import client_for, make_user
+
+
+def parse(stream: bytes) -> list[dict]:
+    """SSE frames as dicts: {"id", "event", "data"} (comments skipped)."""
+    frames = []
+    for block in stream.decode().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
+        if fields:
+            frames.append({"id": fields.get("id"), "event": fields["event"], "data": json.loads(fields["data"])})
+    return frames
+
+
+def read(response) -> list[dict]:
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/event-stream")
+    return parse(b"".join(response.streaming_content))
+
+
+def test_replays_every_step_then_the_run_then_done(api):
+    run = create_run(api).json()
+    frames = read(api.get(f"{RUNS}/{run['id']}/events", HTTP_ACCEPT="text/event-stream"))
+    steps = [f for f in frames if f["event"] == "step"]
+    assert [f["id"] for f in steps] == ["0", "1", "2", "3", "4"]
+    assert [f["data"]["index"] for f in steps] == [0, 1, 2, 3, 4]
+    assert steps[1]["data"]["output"] == "84"
+    assert [f["event"] for f in frames[5:]] == ["run", "done"]
+    assert frames[-1]["data"]["output"] == "85" and frames[-1]["data"]["status"] == "done"
+
+
+def test_last_event_id_resumes_after_that_index(api):
+    run = create_run(api).json()
+    frames = read(api.get(f"{RUNS}/{run['id']}/events/", HTTP_LAST_EVENT_ID="3"))
+    assert [f["id"] for f in frames if f["event"] == "step"] == ["4"]
+
+
+def test_garbage_last_event_id_replays_everything(api):
+    run = create_run(api).json()
+    frames = read(api.get(f"{RUNS}/{run['id']}/events", HTTP_LAST_EVENT_ID="x"))
+    assert len([f for f in frames if f["event"] == "step"]) == 5
+
+
+def test_another_users_run_is_404_and_unauthenticated_is_401(api, bob):
+    run = create_run(api).json()
+    assert client_for(bob).get(f"{RUNS}/{run['id']}/events").status_code == 404
+    from rest_framework.test import APIClient
+
+    assert APIClient().get(f"{RUNS}/{run['id']}/events").status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_live_steps_arrive_as_another_worker_advances_the_run():
+    user = make_user("streamer")
+    api = client_for(user)
+    run = create_run(api, mode="step").json()  # one unit done: steps 0 and 1, still running
+
+    def finish_later() -> None:
+        time.sleep(0.5)
+        try:
+            services.execute(run_id=run["id"])
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=finish_later)
+    worker.start()
+    frames = read(api.get(f"{RUNS}/{run['id']}/events"))
+    worker.join()
+    events = [f["event"] for f in frames]
+    assert [f["data"]["index"] for f in frames if f["event"] == "step"] == [0, 1, 2, 3, 4]
+    # the stream saw the run running first (after the replayed steps), then done
+    assert events.index("run") == 2 and frames[2]["data"]["status"] == "running"
+    assert events[-2:] == ["run", "done"] and frames[-1]["data"]["output"] == "85"
