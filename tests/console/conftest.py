@@ -118,3 +118,9 @@ def ddg(stub, settings):
     settings.DUCKDUCKGO_URL = stub.url + "/"
     stub.add("GET", "/", json=DDG_ANSWER, repeat=True)
     return stub
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Users are made per test: a cheap hasher keeps the suite fast (the hasher is not under test here)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

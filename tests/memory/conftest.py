@@ -9,10 +9,15 @@ from django.utils import timezone
 
 from memory import services
 from memory.models import Fact
-from tests.conftest import client_for
 
 FACTS = "/api/v1/memory/facts"
 RUNS = "/api/v1/runs"
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Users are made per test; the default PBKDF2 rounds would dominate this suite's run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def fact_url(fact_id) -> str:
@@ -31,8 +36,3 @@ def store(user, text: str, *, minutes_ago: float | None = None, run=None) -> Fac
 
 def texts(facts) -> list[str]:
     return [f.text for f in facts]
-
-
-@pytest.fixture
-def bob_api(bob):
-    return client_for(bob)

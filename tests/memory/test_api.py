@@ -120,7 +120,11 @@ def test_list_q_ranks_by_relevance(api, alice, bob):
     store(alice, "coffee", minutes_ago=0)
     store(bob, "green jasmine tea and more tea", minutes_ago=0)
     response = api.get(FACTS, {"q": "jasmine green teas"})
-    assert results(response) == ["green jasmine tea", "green tea every morning", "tea with a long list of other words in it"]
+    assert results(response) == [
+        "green jasmine tea",
+        "green tea every morning",
+        "tea with a long list of other words in it",
+    ]
     assert response.json()["count"] == 3
 
 

@@ -1,0 +1,42 @@
+"""`manage.py ensure_admin`: the demo superuser and its API token, created once."""
+
+from __future__ import annotations
+
+import io
+
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+
+
+def ensure_admin(*args: str) -> str:
+    out = io.StringIO()
+    call_command("ensure_admin", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_creates_the_superuser_once_and_prints_its_token(db, monkeypatch):
+    monkeypatch.setenv("ADMIN_PASSWORD", "pw-" + "y" * 12)
+
+    first = ensure_admin()
+    second = ensure_admin()
+
+    admin = User.objects.get(username="admin")
+    assert admin.is_superuser and admin.is_staff
+    assert admin.check_password("pw-" + "y" * 12)
+    token = Token.objects.get(user=admin).key
+    assert "Created superuser 'admin' with password: (from ADMIN_PASSWORD)" in first
+    assert "pw-yyyy" not in first  # the password itself is never printed when it came from the environment
+    assert "Created" not in second
+    assert f"API token for 'admin': {token}" in first
+    assert f"API token for 'admin': {token}" in second
+    assert User.objects.count() == 1
+
+
+def test_a_generated_password_is_shown_once(db, monkeypatch):
+    monkeypatch.delenv("ADMIN_PASSWORD", raising=False)
+
+    out = ensure_admin("--username", "root2")
+
+    password = out.split("with password: ", 1)[1].split()[0]
+    assert User.objects.get(username="root2").check_password(password)
