@@ -169,26 +169,41 @@ def _model_turn(rec: _Recorder, model: Model, toolset: Toolset) -> None:
         if state.reflections < state.max_reflections:
             return _reflect(rec, model, toolset)
         return rec.stop(StopReason.MAX_TURNS)
-    if rec.interrupted():
+    called = _call_model(rec, model, toolset, "the model call")
+    if called is None:
         return None
-    now = rec.clock()
-    if now >= state.deadline:
-        return rec.stop(StopReason.TIMEOUT, "deadline reached before the model call")
-    specs = tool_specs(toolset, state)
-    request = ModelRequest(render_messages(state, specs), specs, state.protocol, state.deadline - now)
-    try:
-        reply = model.complete(request)
-    except ModelError as exc:
-        state.turns += 1
-        return rec.stop(StopReason.MODEL_ERROR, str(exc) or "the model call failed")
-    latency = _ms(rec.clock() - now)
-    state.turns += 1
-    state.prompt_tokens += reply.usage.prompt_tokens
-    state.completion_tokens += reply.usage.completion_tokens
+    reply, latency = called
     outcome, thought = classify(reply, state, toolset)
     _record_reply(rec, reply, outcome, thought, latency)
     if isinstance(outcome, Act):
         _run_pending(rec, toolset)
+
+
+def _call_model(
+    rec: _Recorder, model: Model, toolset: Toolset, what: str, reflect: bool = False
+) -> tuple[ModelReply, int] | None:
+    """Budget checks, one model call and its accounting: (reply, latency ms), or None when the run stopped."""
+    state = rec.state
+    if rec.interrupted():
+        return None
+    now = rec.clock()
+    if now >= state.deadline:
+        rec.stop(StopReason.TIMEOUT, f"deadline reached before {what}")
+        return None
+    specs = tool_specs(toolset, state)
+    messages = render_messages(state, specs)
+    if reflect:  # tool specs still go along: some providers refuse a transcript with tool calls but no tools
+        messages = reflection_messages(messages, state.attempt_turns)
+    try:
+        reply = model.complete(ModelRequest(messages, specs, state.protocol, state.deadline - now))
+    except ModelError as exc:
+        state.turns += 1
+        rec.stop(StopReason.MODEL_ERROR, str(exc) or "the model call failed")
+        return None
+    state.turns += 1
+    state.prompt_tokens += reply.usage.prompt_tokens
+    state.completion_tokens += reply.usage.completion_tokens
+    return reply, _ms(rec.clock() - now)
 
 
 def _record_reply(rec: _Recorder, reply: ModelReply, outcome: Outcome, thought: str | None, latency: int) -> None:
@@ -286,28 +301,16 @@ def _approval_for(state: RunState, call_id: str) -> dict[str, Any] | None:
 def _reflect(rec: _Recorder, model: Model, toolset: Toolset) -> None:
     """Ask the model to critique the attempt that ran out of turns; a new attempt starts with that critique."""
     state = rec.state
-    if rec.interrupted():
+    called = _call_model(rec, model, toolset, "reflecting", reflect=True)
+    if called is None:
         return None
-    now = rec.clock()
-    if now >= state.deadline:
-        return rec.stop(StopReason.TIMEOUT, "deadline reached before reflecting")
-    # Tool specs go along (some providers refuse a transcript with tool calls but no tools); calls are ignored.
-    specs = tool_specs(toolset, state)
-    messages = reflection_messages(render_messages(state, specs), state.attempt_turns)
-    try:
-        reply = model.complete(ModelRequest(messages, specs, state.protocol, state.deadline - now))
-    except ModelError as exc:
-        state.turns += 1
-        return rec.stop(StopReason.MODEL_ERROR, str(exc) or "the model call failed")
-    state.turns += 1
-    state.prompt_tokens += reply.usage.prompt_tokens
-    state.completion_tokens += reply.usage.completion_tokens
+    reply, latency = called
     critique = react.strip_think(reply.text or "")[0].strip() or "(no critique given)"
     state.reflections += 1
     state.attempt_start_turn = state.turns
     rec.add(
         "model",
-        _ms(rec.clock() - now),
+        latency,
         thought=f"Reflection on attempt {state.reflections}",
         text=critique,
         tool_calls=[],

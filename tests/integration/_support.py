@@ -33,14 +33,23 @@ _OWN_VARS = (
     "WEB_CONCURRENCY",
     "GUNICORN_BIND",
     "PORT",
+    "LOG_LEVEL",
+    "ADMIN_PASSWORD",
+    "CORS_ALLOWED_ORIGINS",
+    "DATA_UPLOAD_MAX_MEMORY_SIZE",
 )
-_OWN_PREFIXES = ("AGENT_", "OPENAI_", "ANTHROPIC_", "XAI_", "OPENROUTER_", "DUCKDUCKGO_", "TAVILY_")
+_OWN_PREFIXES = (
+    "AGENT_", "OPENAI_", "ANTHROPIC_", "XAI_", "OPENROUTER_", "HF_", "DUCKDUCKGO_", "TAVILY_", "SEARCH_", "SECURE_",
+    "GUNICORN_",
+)  # fmt: skip
 
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The current environment without any setting of ours, plus `extra` (loopback never through a proxy)."""
     env = {
-        k: v for k, v in os.environ.items() if k not in _OWN_VARS and not k.startswith(_OWN_PREFIXES) and k != "PYTEST_CURRENT_TEST"
+        k: v
+        for k, v in os.environ.items()
+        if k not in _OWN_VARS and not k.startswith(_OWN_PREFIXES) and k != "PYTEST_CURRENT_TEST"
     }
     env |= {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "PYTHONUNBUFFERED": "1"}
     env |= {k: str(v) for k, v in extra.items()}
@@ -126,12 +135,23 @@ def window_left(user_pk: int, period: int = 60) -> float:
     return edge - now
 
 
+def quick_user(username: str, **fields: Any):
+    """A user with no usable password (no slow password hashing): the tests authenticate with API tokens."""
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user(username, **fields)
+
+
+def token_key(user) -> str:
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.get_or_create(user=user)[0].key
+
+
 def user_far_from_window_edge(prefix: str, min_left: float = 20.0):
     """A new user whose rate-limit window has at least `min_left` seconds to run (a burst never straddles two)."""
-    from tests.conftest import make_user
-
     for n in range(20):
-        user = make_user(f"{prefix}{n}")
+        user = quick_user(f"{prefix}{n}")
         if window_left(user.pk) >= min_left:
             return user
     raise AssertionError("no user with a rate-limit window far enough from its edge")

@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests: a fresh shared cache per test, and a real gunicorn on the test database."""
+"""Fixtures of the integration tests: a real gunicorn on the test database."""
 
 from __future__ import annotations
 
@@ -20,19 +20,6 @@ GUNICORN_RATE_LIMIT_COUNT = 5
 GUNICORN_RATE_LIMIT = f"{GUNICORN_RATE_LIMIT_COUNT}/m"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache(request):
-    """As the suite's own, but only once the test database is set up (the cache may live in it)."""
-    for name in ("transactional_db", "db"):
-        if name in request.fixturenames:
-            request.getfixturevalue(name)
-            from django.core.cache import cache
-
-            cache.clear()
-            break
-    yield
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -47,10 +34,10 @@ class Gunicorn:
     stdout: Path
     stderr: Path
 
-    def pids_in_access_log(self) -> list[str]:
-        """Worker pids, one per request, from the access log (format '<pid> "<request line>" <status>')."""
+    def access_log(self) -> list[tuple[str, str]]:
+        """(worker pid, line) per request, from the access log (format '<pid> "<request line>" <status>')."""
         lines = self.stdout.read_text(errors="replace").splitlines()
-        return [line.split(" ", 1)[0] for line in lines if line[:1].isdigit() and '"' in line]
+        return [(line[1 : line.index(">")], line) for line in lines if line.startswith("<") and ">" in line]
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +66,7 @@ def gunicorn(django_db_setup, tmp_path_factory):
             f"127.0.0.1:{port}",
             "--access-logformat",
             '%(p)s "%(r)s" %(s)s',
+            "--no-control-socket",  # not ~/.gunicorn/gunicorn.ctl: that one belongs to any other gunicorn here
             "reactsite.wsgi",
         ]
         with out.open("wb") as fout, err.open("wb") as ferr:

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import requests
 
-from tests.conftest import make_user
+from tests.integration._support import quick_user, token_key
 from tests.providers.stub_llm import OPENAI_PATH, openai_text, openai_tool_calls, openai_usage
 
 QUESTION = "What is 12*7, plus 1?"
-
-
-def token_for(user) -> str:
-    from rest_framework.authtoken.models import Token
-
-    return Token.objects.get_or_create(user=user)[0].key
 
 
 def script_85(stub) -> None:
@@ -24,7 +18,7 @@ def script_85(stub) -> None:
 
 
 def test_sync_run_through_gunicorn(server):
-    auth = {"Authorization": f"Token {token_for(make_user('gina'))}"}
+    auth = {"Authorization": f"Token {token_key(quick_user('gina'))}"}
     script_85(server.stub)
 
     resp = requests.post(
@@ -65,13 +59,13 @@ def test_the_run_is_stored_in_the_shared_database(server):
     """What gunicorn wrote is in the test's database: the processes share it, nothing lives in a worker."""
     from agents.models import Run
 
-    user = make_user("gwen")
+    user = quick_user("gwen")
     script_85(server.stub)
 
     resp = requests.post(
         server.url + "/api/v1/runs",
         json={"input": QUESTION, "provider": "openai", "mode": "step"},
-        headers={"Authorization": f"Token {token_for(user)}"},
+        headers={"Authorization": f"Token {token_key(user)}"},
         timeout=30,
     )
 

@@ -1,0 +1,202 @@
+"""Settings read from the environment: production defaults, switches, refusals, and the shared-cache checks.
+
+Each configuration is loaded in a subprocess from a clean environment (nothing inherited from this test run).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from django.core import checks
+from django.test import override_settings
+
+from agents.checks import check_shared_cache
+from tests.integration._support import ROOT, clean_env, manage, run_py
+
+REDIS = "redis://127.0.0.1:6379/0"  # never connected to: loading settings and running checks does not touch it
+SECURITY = ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS")
+SHOWN = (*SECURITY, "DEBUG", "ALLOWED_HOSTS", "CACHES", "SILENCED_SYSTEM_CHECKS", "RATELIMIT_USE_CACHE")
+
+# Executes reactsite/settings.py once per environment given on stdin; prints the values (or the error) as JSON.
+LOADER = f"""
+import json, os, runpy, sys
+base = dict(os.environ)
+out = []
+for extra in json.load(sys.stdin):
+    os.environ.clear()
+    os.environ.update(base)
+    os.environ.update(extra)
+    try:
+        values = runpy.run_path({str(ROOT / "reactsite" / "settings.py")!r})
+        out.append({{k: values.get(k) for k in {list(SHOWN)!r}}})
+    except Exception as exc:
+        out.append({{"error": type(exc).__name__ + ": " + str(exc)}})
+print(json.dumps(out, default=str))
+"""
+
+
+def production(**extra: str) -> dict[str, str]:
+    """A production environment: DEBUG off, a strong random key, a real host name."""
+    return {"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(48), "ALLOWED_HOSTS": "example.com", **extra}
+
+
+def load(*envs: dict[str, str]) -> list[dict]:
+    """The settings each environment produces, from one fresh interpreter."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADER],
+        cwd=ROOT,
+        env=clean_env(),
+        input=json.dumps(list(envs)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def loaded() -> dict[str, dict]:
+    """Every configuration these tests look at, loaded at once (one interpreter start)."""
+    cases = {
+        "production": production(),
+        "production_redis": production(REDIS_URL=REDIS),
+        "debug": {"DEBUG": "1"},
+        "no_key": {"DEBUG": "0", "ALLOWED_HOSTS": "example.com"},
+        "empty_key": {"DEBUG": "0", "SECRET_KEY": ""},
+        **{f"off_{name}": production(**{name: "0"}) for name in SECURITY},
+    }
+    return dict(zip(cases, load(*cases.values()), strict=True))
+
+
+@pytest.mark.parametrize("redis", [False, True], ids=["database-cache", "redis"])
+def test_check_deploy_passes_with_production_settings(redis):
+    env = clean_env(**production(**({"REDIS_URL": REDIS} if redis else {})))
+
+    proc = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_production_turns_every_security_setting_on(loaded):
+    values = loaded["production"]
+    assert values["DEBUG"] is False
+    assert values["ALLOWED_HOSTS"] == ["example.com"]
+    assert (values["SECURE_SSL_REDIRECT"], values["SESSION_COOKIE_SECURE"], values["CSRF_COOKIE_SECURE"]) == (
+        True,
+        True,
+        True,
+    )
+    assert values["SECURE_HSTS_SECONDS"] >= 31536000
+
+
+@pytest.mark.parametrize("name", SECURITY)
+def test_each_security_setting_can_be_switched_off(loaded, name):
+    values = loaded[f"off_{name}"]
+    assert values[name] in (False, 0)
+    others = [n for n in SECURITY if n != name]
+    assert all(values[n] for n in others), values  # only that one is off
+
+
+def test_debug_turns_the_security_settings_off(loaded):
+    values = loaded["debug"]
+    assert values["DEBUG"] is True
+    assert not any(values[name] for name in SECURITY)
+
+
+@pytest.mark.parametrize("case", ["no_key", "empty_key"])
+def test_without_debug_a_secret_key_is_required(loaded, case):
+    assert "SECRET_KEY" in loaded[case].get("error", ""), loaded[case]
+    assert loaded[case]["error"].startswith("ImproperlyConfigured")
+
+
+def test_manage_refuses_to_start_without_a_secret_key():
+    proc = manage("check", env=clean_env(DEBUG="0", ALLOWED_HOSTS="example.com"))
+
+    assert proc.returncode != 0
+    assert "SECRET_KEY" in proc.stderr
+
+
+@pytest.mark.parametrize("case", ["production", "production_redis"])
+def test_production_uses_a_shared_cache(loaded, case):
+    backend = loaded[case]["CACHES"]["default"]["BACKEND"]
+    assert backend not in {
+        "django.core.cache.backends.locmem.LocMemCache",
+        "django.core.cache.backends.dummy.DummyCache",
+    }
+    expected = (
+        "django.core.cache.backends.redis.RedisCache"
+        if case.endswith("redis")
+        else "reactsite.cache.AtomicDatabaseCache"
+    )
+    assert backend == expected
+    assert loaded[case]["RATELIMIT_USE_CACHE"] == "default"
+
+
+@pytest.mark.parametrize(
+    "backend", ["django.core.cache.backends.locmem.LocMemCache", "django.core.cache.backends.dummy.DummyCache"]
+)
+def test_a_per_process_cache_is_a_system_check_error(backend):
+    with override_settings(CACHES={"default": {"BACKEND": backend}}):
+        errors = check_shared_cache()
+        registered = checks.run_checks(tags=[checks.Tags.caches])
+
+    assert [e.id for e in errors] == ["reactsite.E001"]
+    assert errors[0].level == checks.ERROR
+    assert "reactsite.E001" in [e.id for e in registered]  # registered, so `manage.py check` runs it
+
+
+@pytest.mark.parametrize(
+    "backend", ["django.core.cache.backends.db.DatabaseCache", "django.core.cache.backends.redis.RedisCache"]
+)
+def test_a_shared_cache_passes_the_check(backend):
+    with override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": "x"}}):
+        assert check_shared_cache() == []
+
+
+def test_ratelimit_checks_silence_only_w001(loaded):
+    """Both configurations silence only W001 ("not officially supported"); E003 (non-atomic incr) stays live."""
+    for name in ("production_redis", "production"):
+        assert loaded[name]["SILENCED_SYSTEM_CHECKS"] == ["django_ratelimit.W001"]
+
+
+def test_the_embedded_default_cache_raises_no_ratelimit_error():
+    """The embedded default's cache increments atomically, so django_ratelimit finds nothing to object to."""
+    from django.conf import settings as live
+
+    if live.CACHES["default"]["BACKEND"] != "reactsite.cache.AtomicDatabaseCache":
+        pytest.skip("this run uses REDIS_URL")
+    ids = {m.id for m in checks.run_checks(tags=[checks.Tags.caches])}
+    assert "django_ratelimit.E003" not in ids
+    assert "reactsite.E001" not in ids
+
+
+def test_django_plain_database_cache_would_still_be_flagged():
+    """E003 is not silenced: configuring Django's non-atomic DatabaseCache is reported by `check`."""
+    with override_settings(
+        CACHES={"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "x"}}
+    ):
+        ids = {m.id for m in checks.run_checks(tags=[checks.Tags.caches]) if not m.is_silenced()}
+    assert "django_ratelimit.E003" in ids
+
+
+def test_ratelimit_check_reports_a_per_process_cache_even_so():
+    """Silencing is by id for the configured backend: a LocMemCache configuration still fails `check`."""
+    code = (
+        "from django.conf import settings\n"
+        "from django.core import checks\n"
+        "from django.test.utils import override_settings\n"
+        "with override_settings(CACHES={'default': {'BACKEND': 'django.core.cache.backends.locmem.LocMemCache'}}):\n"
+        "    ids = sorted({m.id for m in checks.run_checks(tags=['caches']) if not m.is_silenced()})\n"
+        "print(' '.join(ids))\n"
+    )
+    proc = run_py(code, env=clean_env(**production(REDIS_URL=REDIS)))
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(proc.stdout.split()) >= {"reactsite.E001", "django_ratelimit.E003"}
