@@ -12,7 +12,8 @@ _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN_TAIL = re.compile(r"<think>.*\Z", re.DOTALL | re.IGNORECASE)
 # One pass finds every line-anchored keyword; "Action Input" is tried before "Action".
 _KEYWORDS = re.compile(
-    r"^[ \t]*(?:\*\*)?(thought|action[ \t]+input|action|final[ \t]+answer|observation)(?:\*\*)?[ \t]*:[ \t]*",
+    r"^[ \t]*(?:\*\*)?(?:(?P<thought>thought)|(?P<action_input>action[ \t]+input)|(?P<action>action)"
+    r"|(?P<final_answer>final[ \t]+answer)|(?P<observation>observation))(?:\*\*)?[ \t]*:[ \t]*",
     re.MULTILINE | re.IGNORECASE,
 )
 _OBSERVATION = re.compile(r"^[ \t]*(?:\*\*)?observation(?:\*\*)?[ \t]*:", re.MULTILINE | re.IGNORECASE)
@@ -47,11 +48,14 @@ def strip_think(text: str) -> tuple[str, str | None]:
 
 def _sections(text: str) -> dict[str, tuple[int, int]]:
     """For each keyword's first line-anchored occurrence: (start of its value, start of the next keyword)."""
-    found = [(" ".join(m.group(1).lower().split()), m.start(), m.end()) for m in _KEYWORDS.finditer(text)]
     sections: dict[str, tuple[int, int]] = {}
-    for i, (key, _, value_start) in enumerate(found):
-        if key not in sections:
-            sections[key] = (value_start, found[i + 1][1] if i + 1 < len(found) else len(text))
+    key, value_start = None, 0
+    for match in _KEYWORDS.finditer(text):
+        if key is not None and key not in sections:
+            sections[key] = (value_start, match.start())
+        key, value_start = match.lastgroup, match.end()
+    if key is not None and key not in sections:
+        sections[key] = (value_start, len(text))
     return sections
 
 
@@ -65,18 +69,18 @@ def parse(raw: str) -> Parsed:
         return text[span[0] : span[1]].strip() if span else None
 
     thought = value("thought") or think
-    if "final answer" in sections:
+    if "final_answer" in sections:
         # Everything after "Final Answer:" is the answer, even if it spans lines.
-        return Parsed(thought=thought, final_answer=text[sections["final answer"][0] :].strip(), think=think)
+        return Parsed(thought=thought, final_answer=text[sections["final_answer"][0] :].strip(), think=think)
     action = value("action")
     if action:
         name = action.splitlines()[0].strip().strip("`*\"' ")
-        return Parsed(thought=thought, action=name, action_input=value("action input") or "", think=think)
+        return Parsed(thought=thought, action=name, action_input=value("action_input") or "", think=think)
     return Parsed(thought=thought, error="no line starting with 'Action:' or 'Final Answer:' was found", think=think)
 
 
 def has_final_answer(text: str) -> bool:
-    return "final answer" in _sections(text)
+    return "final_answer" in _sections(text)
 
 
 def transcript_text(raw: str) -> str:

@@ -142,6 +142,8 @@ def _describe(node: ast.AST) -> str:
 
 def _check_characters(raw: str, text: str) -> None:
     """Reject super/subscripts in the raw input and anything but printable ASCII after normalising."""
+    if raw.isascii() and raw.isprintable() and "\\" not in raw:
+        return  # the common case: plain printable ASCII (NFKC leaves it unchanged)
     for ch in raw:
         if not ch.isascii() and unicodedata.decomposition(ch).startswith(("<super>", "<sub>")):
             raise CalculatorError(f"superscript/subscript character U+{ord(ch):04X} is not allowed; use ^ or **")
@@ -172,27 +174,22 @@ def _normalise(expression: object) -> str:
     return text.replace("^", "**")
 
 
+# The parser warns about things like "1if" (invalid decimal literal); silence it for our source name only
+# (a process-wide filter keyed on the pseudo-file, so no thread-unsafe catch_warnings around each call).
+_SOURCE = "<calculator>"
+warnings.filterwarnings("ignore", category=SyntaxWarning, module=_SOURCE)
+
+
 def _parse(text: str) -> ast.Expression:
     """Parse in eval mode, turning parser failures into CalculatorError."""
     try:
-        with warnings.catch_warnings(action="ignore"):
-            return ast.parse(text, mode="eval")
+        return compile(text, _SOURCE, "eval", ast.PyCF_ONLY_AST)
     except SyntaxError as exc:
         raise CalculatorError(f"invalid syntax: {exc.msg}") from None
     except (RecursionError, MemoryError):
         raise CalculatorError("the expression is too deeply nested or too complex") from None
     except ValueError as exc:
         raise CalculatorError(f"invalid expression: {exc}") from None
-
-
-def _check_depth(tree: ast.AST) -> None:
-    """Reject trees nested deeper than MAX_DEPTH (iterative, so it cannot recurse too deeply itself)."""
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise CalculatorError(f"the expression is nested too deeply (max depth {MAX_DEPTH})")
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 def _check_call(node: ast.Call) -> None:
@@ -247,30 +244,33 @@ def _check_power(base: Number, exponent: Number) -> None:
         raise CalculatorError(f"the power is too large (result would exceed {MAX_DIGITS} digits)")
 
 
-def _eval(node: ast.AST) -> Number:
-    """Evaluate a whitelisted node, checking every intermediate result."""
+def _eval(node: ast.AST, depth: int = 1) -> Number:
+    """Validate and evaluate in one walk: only whitelisted nodes, bounded depth, every intermediate checked."""
+    if depth > MAX_DEPTH:
+        raise CalculatorError(f"the expression is nested too deeply (max depth {MAX_DEPTH})")
     match node:
         case ast.Expression(body=body):
-            return _eval(body)
+            return _eval(body, depth + 1)
         case ast.Constant(value=value) if type(value) in (int, float):
             return _check_value(value)
         case ast.Name(id=name) if name in CONSTANTS:
             return CONSTANTS[name]
         case ast.UnaryOp(op=ast.USub(), operand=operand):
-            return _check_value(-_eval(operand))
+            return _check_value(-_eval(operand, depth + 1))
         case ast.UnaryOp(op=ast.UAdd(), operand=operand):
-            return _check_value(+_eval(operand))
+            return _check_value(+_eval(operand, depth + 1))
         case ast.BinOp(left=left, op=op, right=right) if type(op) in _BINOPS:
-            a, b = _eval(left), _eval(right)
-            if isinstance(op, ast.Pow):
+            a, b = _eval(left, depth + 1), _eval(right, depth + 1)
+            if type(op) is ast.Pow:
                 _check_power(a, b)
             return _check_value(_BINOPS[type(op)](a, b))
-        case ast.Call(func=ast.Name(id=name), args=args, keywords=[]) if name in FUNCTIONS:
+        case ast.Call(func=ast.Name(id=name), args=args) if name in FUNCTIONS:
             _check_call(node)
-            return _check_value(FUNCTIONS[name](*[_eval(arg) for arg in args]))
+            return _check_value(FUNCTIONS[name](*[_eval(arg, depth + 1) for arg in args]))
         case ast.Name(id=name) if name in FUNCTIONS:
             raise CalculatorError(f"function {name!r} must be called, e.g. {name}(2)")
-    raise CalculatorError(f"not allowed: {_describe(node)}")
+    _check_node(node)  # the specific reason (a name, a string constant, a call of something else) ...
+    raise CalculatorError(f"not allowed: {_describe(node)}")  # ... or the generic one
 
 
 def _compute(tree: ast.Expression) -> Number:
@@ -293,11 +293,8 @@ def _compute(tree: ast.Expression) -> Number:
 
 def evaluate(expression: str) -> int | float:
     """Safely evaluate an arithmetic expression; raise CalculatorError on anything not allowed."""
-    tree = _parse(_normalise(expression))
-    _check_depth(tree)
-    for node in ast.walk(tree):
-        _check_node(node)
-    return _compute(tree)
+    # Nothing but whitelisted arithmetic can run: _eval refuses any other node before evaluating it.
+    return _compute(_parse(_normalise(expression)))
 
 
 def format_result(value: int | float) -> str:
