@@ -165,12 +165,9 @@ class Command(BaseCommand):
                 _add_facts(user, size - have)
                 have = size
                 p50, p95 = _recall_latency(user, queries)
-                rows.append(
-                    Row(f"memory recall p50 @ {size:,} facts", p50, "ms", f"recall(limit=5), {queries} two-word queries")
-                )
-                rows.append(
-                    Row(f"memory recall p95 @ {size:,} facts", p95, "ms", f"recall(limit=5), {queries} two-word queries")
-                )
+                work = f"recall(limit=5), {queries} two-word queries"
+                rows.append(Row(f"memory recall p50 @ {size:,} facts", p50, "ms", work))
+                rows.append(Row(f"memory recall p95 @ {size:,} facts", p95, "ms", work))
         finally:
             user.delete()
         return rows
