@@ -36,6 +36,7 @@ lint: install
 
 test: install lint
 	$(PY) manage.py makemigrations --check --dry-run -v 0
+	$(PY) manage.py collectstatic --noinput -v 0
 	$(VENV)/bin/pytest
 
 clean:

@@ -261,5 +261,13 @@ def _commit(run: Run, token: str, state: RunState, events: list[dict]) -> None:
         raise RunBusy("Another worker recorded these steps first.") from None
     log.info(
         "run unit committed",
-        extra={"run_id": str(run.pk), "user_id": run.owner_id, "provider": run.provider, "turn": state.turns},
+        extra={
+            "run_id": str(run.pk),
+            "user_id": run.owner_id,
+            "provider": run.provider,
+            "turn": state.turns,
+            "status": state.status,
+            "steps": len(events),
+            "latency_ms": sum(e.get("latency_ms", 0) for e in events),
+        },
     )

@@ -53,6 +53,8 @@ class Command(BaseCommand):
             sizes = [int(s) for s in opts["sizes"].split(",") if s.strip()]
         except ValueError:
             raise CommandError("--sizes takes comma-separated whole numbers.", returncode=2) from None
+        if any(n < 1 for n in [*sizes, opts["queries"], opts["http_runs"]]):
+            raise CommandError("--sizes, --queries and --http-runs must be at least 1.", returncode=2)
         rows: list[Row] = []
         for section in wanted:
             self._progress(f"measuring {section} …")
@@ -162,7 +164,7 @@ class Command(BaseCommand):
             have = 0
             for size in sorted(sizes):
                 self._progress(f"  memory: {size} facts …")
-                _add_facts(user, size - have)
+                _add_facts(user, size - have, start=have)
                 have = size
                 p50, p95 = _recall_latency(user, queries)
                 work = f"recall(limit=5), {queries} two-word queries"
@@ -224,6 +226,8 @@ def _rate(fn: Callable[[], object], seconds: float = 0.5) -> float:
 
 
 def _percentiles(samples_ms: list[float]) -> tuple[float, float]:
+    if len(samples_ms) == 1:  # quantiles() needs two
+        return samples_ms[0], samples_ms[0]
     cuts = statistics.quantiles(samples_ms, n=100, method="inclusive")
     return cuts[49], cuts[94]
 
@@ -301,18 +305,22 @@ _VOCAB = _vocabulary()
 _ZIPF = list(itertools.accumulate(1 / (rank + 150) ** 1.07 for rank in range(len(_VOCAB))))
 
 
-def _add_facts(user, count: int, batch: int = 2000) -> None:
-    """`count` facts of 6-12 words each, content-word frequencies Zipf-distributed over a 20k-word vocabulary."""
+def _add_facts(user, count: int, start: int = 0, batch: int = 2000) -> None:
+    """`count` facts of 6-12 words each, content-word frequencies Zipf-distributed over a 20k-word vocabulary.
+
+    `start` is how many facts the user has already: seed and digests follow the position, so two equal increments
+    (--sizes 50,100) add new facts instead of repeating the first ones (which broke the (owner, digest) constraint).
+    """
     from memory.models import Fact
     from memory.services import _digest
 
-    rnd = random.Random(count)
+    rnd = random.Random(start + count)
     made = 0
     while made < count:
         chunk = []
         for _ in range(min(batch, count - made)):
             text = " ".join(rnd.choices(_VOCAB, cum_weights=_ZIPF, k=rnd.randint(6, 12)))
-            chunk.append(Fact(owner=user, text=text, digest=_digest(f"{text} {made + len(chunk)}")))
+            chunk.append(Fact(owner=user, text=text, digest=_digest(f"{text} {start + made + len(chunk)}")))
         Fact.objects.bulk_create(chunk)
         made += len(chunk)
     if connection.vendor == "postgresql":
