@@ -16,3 +16,6 @@ graceful_timeout = 30
 keepalive = 5
 accesslog = "-"
 errorlog = "-"
+# gunicorn 27 puts every instance's control socket at one per-user path, so a second gunicorn on the host (the
+# benchmark, the tests, another checkout) would take it over and delete it on exit. We don't use gunicornc.
+control_socket_disable = True

@@ -80,15 +80,21 @@ def _case(item: Any, position: int) -> Case:
     if check["type"] == "regex":
         try:
             re.compile(check["value"])
-        except re.error as exc:
+        except (re.error, TypeError) as exc:  # TypeError: a YAML number, not a pattern
             raise CaseError(f"{where}: invalid regex: {exc}.") from None
+    try:  # a wrong type here would otherwise surface as a traceback in the middle of an eval run
+        max_turns, timeout_s = int(item.get("max_turns", 8)), float(item.get("timeout_s", 60.0))
+        if check["type"] == "numeric":
+            float(check["value"]), float(check.get("tolerance", 0))
+    except (TypeError, ValueError):
+        raise CaseError(f"{where}: max_turns, timeout_s and numeric check values must be numbers.") from None
     return Case(
         id=str(item["id"]),
         input=str(item["input"]),
         check=check,
         protocols=protocols,
-        max_turns=int(item.get("max_turns", 8)),
-        timeout_s=float(item.get("timeout_s", 60.0)),
+        max_turns=max_turns,
+        timeout_s=timeout_s,
         tools=tuple(item["tools"]) if item.get("tools") is not None else None,
         setup=tuple(item.get("setup") or ()),
         not_contains=tuple(item.get("not_contains") or ()),

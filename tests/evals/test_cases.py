@@ -111,6 +111,26 @@ def test_an_invalid_regex(tmp_path):
         load_cases(write(tmp_path, [minimal(check={"type": "regex", "value": "(unclosed"})]))
 
 
+def test_a_regex_that_is_not_text(tmp_path):
+    with pytest.raises(CaseError, match="invalid regex"):
+        load_cases(write(tmp_path, [minimal(check={"type": "regex", "value": 42})]))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"max_turns": "two"},
+        {"timeout_s": [1]},
+        {"check": {"type": "numeric", "value": "eighty-five"}},
+        {"check": {"type": "numeric", "value": 85, "tolerance": "a bit"}},
+    ],
+    ids=str,
+)
+def test_numbers_that_are_not_numbers(tmp_path, fields):
+    with pytest.raises(CaseError, match="case 'one': max_turns, timeout_s and numeric check values must be numbers"):
+        load_cases(write(tmp_path, [minimal(**fields)]))
+
+
 def test_duplicate_ids(tmp_path):
     items = [minimal(), minimal(id="two"), minimal(), minimal(id="two"), minimal(id="three")]
     with pytest.raises(CaseError, match="Duplicate case ids: one, two"):

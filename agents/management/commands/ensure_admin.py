@@ -26,4 +26,5 @@ class Command(BaseCommand):
             self.stdout.write(f"Created superuser '{user.username}' with password: {shown}  (shown once)")
         token, _ = Token.objects.get_or_create(user=user)
         self.stdout.write(f"API token for '{user.username}': {token.key}")
-        self.stdout.write(f'  curl -H "Authorization: Token {token.key}" http://127.0.0.1:8000/api/v1/runs')
+        port = os.environ.get("PORT", "8000")
+        self.stdout.write(f'  curl -H "Authorization: Token {token.key}" http://127.0.0.1:{port}/api/v1/runs')
