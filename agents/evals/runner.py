@@ -49,6 +49,7 @@ def run_evals(
 ) -> EvalRun:
     """Run every case (in parallel up to `config.concurrency`), store each result, then the summary."""
     model = validate(config)
+    _check_tools(cases)
     eval_run = EvalRun.objects.create(
         created_by=created_by,
         provider=config.provider,
@@ -76,6 +77,17 @@ def run_evals(
     else:
         results = [one(item) for item in work]
     return _summarise(eval_run, results)
+
+
+def _check_tools(cases: list[Case]) -> None:
+    """Every tool a case names must exist, before anything is stored."""
+    from agents.runtime import tool_registry
+
+    known = set(tool_registry().names())
+    for case in cases:
+        unknown = sorted(set(case.tools or ()) - known)
+        if unknown:
+            raise services.InvalidRequest({"cases": [f"case '{case.id}' names unknown tool(s): {', '.join(unknown)}"]})
 
 
 def _case_user():

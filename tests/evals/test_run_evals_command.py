@@ -227,3 +227,19 @@ def test_the_default_cases_fail_exactly_where_the_readme_says():
     assert failing(eval_run) == {(c, p) for c in ("general-knowledge", "budget-one-turn") for p in ("tools", "react")}
     reasons = dict(eval_run.results.filter(passed=False).values_list("case_id", "reason"))
     assert reasons == {"general-knowledge": "missing 'Paris'", "budget-one-turn": "stopped: max_turns"}
+
+
+@pytest.mark.django_db
+def test_a_case_naming_an_unknown_tool_is_refused_before_anything_is_stored(tmp_path):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from agents.models import EvalRun
+
+    cases = tmp_path / "cases.yaml"
+    cases.write_text('- {id: w, input: "weather?", tools: [weather], check: {type: contains, value: sun}}\n')
+    with pytest.raises(CommandError) as raised:
+        call_command("run_evals", "--cases", str(cases))
+    assert raised.value.returncode == 2
+    assert "weather" in str(raised.value)
+    assert EvalRun.objects.count() == 0
