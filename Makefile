@@ -33,6 +33,7 @@ run: setup
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: install lint
 	$(PY) manage.py makemigrations --check --dry-run -v 0

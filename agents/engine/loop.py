@@ -290,6 +290,7 @@ def _is_sensitive(state: RunState, toolset: Toolset, name: str) -> bool:
 
 def _approval_for(state: RunState, call_id: str) -> dict[str, Any] | None:
     """The approving decision for this call, if one was recorded."""
+    step: dict[str, Any]
     for step in reversed(state.steps):
         if step["kind"] == "approval" and step["call_id"] == call_id and step["approved"]:
             return step

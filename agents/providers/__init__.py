@@ -28,7 +28,8 @@ def provider_class(name: str) -> type[Provider]:
     except KeyError:
         raise ProviderConfigError(f"Unknown provider '{name}'. Known: {', '.join(sorted(PROVIDERS))}.") from None
     module, _, cls = path.partition(":")
-    return getattr(import_module(module), cls)
+    provider: type[Provider] = getattr(import_module(module), cls)
+    return provider
 
 
 def validate_choice(name: str, model: str | None) -> str:

@@ -248,7 +248,7 @@ def run_call(name: str, errors: SdkErrors, budget: Budget, call: Callable[[], by
     with deadline_scope(budget) as state:
         try:
             return call()
-        except (errors.base, ValueError, *errors.transport) as exc:  # ValueError: JSONDecodeError, validation
+        except (errors.base, ValueError, *errors.transport) as exc:  # type: ignore[misc]  # ValueError: bad JSON
             message = safe_message(name, exc, errors, budget, state.attempts)
     log.warning("LLM call failed: %s", message)
     raise ModelError(message)

@@ -36,7 +36,10 @@ class AnthropicProvider(_common.KeyedProvider):
     def client(self) -> anthropic.Anthropic:
         """The cached SDK client for the current (base URL, key)."""
         key, base_url = self.api_key(), self.base_url()
-        return _common.cached_client(self.name, base_url, key, lambda: build_client(base_url, key))
+        client: anthropic.Anthropic = _common.cached_client(
+            self.name, base_url, key, lambda: build_client(base_url, key)
+        )
+        return client
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """One Messages call; ModelError with a safe message on any failure."""

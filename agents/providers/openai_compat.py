@@ -34,7 +34,8 @@ class OpenAIProvider(_common.KeyedProvider):
     def client(self) -> openai.OpenAI:
         """The cached SDK client for the current (provider, base URL, key)."""
         key, base_url = self.api_key(), self.base_url()
-        return _common.cached_client(self.name, base_url, key, lambda: build_client(base_url, key))
+        client: openai.OpenAI = _common.cached_client(self.name, base_url, key, lambda: build_client(base_url, key))
+        return client
 
     def complete(self, request: ModelRequest) -> ModelReply:
         """One Chat Completions call; ModelError with a safe message on any failure."""
@@ -182,7 +183,7 @@ def message_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        parts = [str(p["text"]) for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
         return "".join(parts) if parts else None
     return None
 

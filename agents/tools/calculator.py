@@ -183,13 +183,15 @@ warnings.filterwarnings("ignore", category=SyntaxWarning, module=_SOURCE)
 def _parse(text: str) -> ast.Expression:
     """Parse in eval mode, turning parser failures into CalculatorError."""
     try:
-        return compile(text, _SOURCE, "eval", ast.PyCF_ONLY_AST)
+        tree = compile(text, _SOURCE, "eval", ast.PyCF_ONLY_AST)
     except SyntaxError as exc:
         raise CalculatorError(f"invalid syntax: {exc.msg}") from None
     except (RecursionError, MemoryError):
         raise CalculatorError("the expression is too deeply nested or too complex") from None
     except ValueError as exc:
         raise CalculatorError(f"invalid expression: {exc}") from None
+    assert isinstance(tree, ast.Expression)  # eval mode always yields one
+    return tree
 
 
 def _check_call(node: ast.Call) -> None:
