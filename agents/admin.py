@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, Prefetch
 from django.http import HttpRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from agents import runtime, services
 from agents.api.serializers import RunSerializer
+from agents.engine import RunState, pending_action
 from agents.engine.dispatch import schema_error
 from agents.models import PendingApproval, Run, RunStatus, Step
 from agents.permissions import can_decide, can_review
@@ -199,15 +200,14 @@ class PendingApprovalAdmin(ReadOnlyAdmin):
     ordering = ["updated_at"]
 
     def get_queryset(self, request):
-        last_model = Step.objects.filter(run=OuterRef("pk"), kind="model").order_by("-index").values("data")[:1]
-        queryset = super().get_queryset(request).filter(status=RunStatus.AWAITING_APPROVAL)
-        return queryset.annotate(last_model_data=Subquery(last_model))
+        steps = Prefetch("steps", queryset=Step.objects.order_by("index"), to_attr="ordered_steps")
+        return super().get_queryset(request).filter(status=RunStatus.AWAITING_APPROVAL).prefetch_related(steps)
 
     def _calls(self, run) -> list[dict]:
-        data = run.last_model_data
-        if isinstance(data, str):  # some backends hand back JSON text from a subquery
-            data = json.loads(data)
-        return (data or {}).get("tool_calls") or []
+        """The call the run waits on (the engine's own rule, over the prefetched steps)."""
+        state = RunState(input="", status=run.status, steps=[s.as_event() for s in run.ordered_steps])
+        pending = pending_action(state)
+        return [{"name": pending["tool"], "arguments": pending["arguments"]}] if pending else []
 
     @admin.display(description="run")
     def short_id(self, run) -> str:

@@ -299,3 +299,21 @@ def test_decision_form_is_not_nested_in_the_admin_form(reviewer, alice):
     assert parser.forms["decision-form"]["method"] == "post"
     for control in ("id_arguments", "id_reason", "approve-button", "deny-button"):
         assert parser.owner[control] == "decision-form", control
+
+
+def test_pending_list_shows_only_the_call_waiting_not_those_already_run(superuser, alice):
+    """A reply with two calls, the first already run: the list shows the second (the one awaiting a decision)."""
+    from tests.console.conftest import model_step, stored_run, tool_step
+
+    run = stored_run(alice, status="awaiting_approval", stop_reason=None, output=None)
+    calls = [
+        {"id": "c1", "name": "calculator", "arguments": {"expression": "1+1"}},
+        {"id": "c2", "name": "search", "arguments": {"query": "pending one"}},
+    ]
+    model_step(run, tool_calls=calls)
+    tool_step(run, call_id="c1", arguments={"expression": "1+1"}, output="2")
+
+    html = logged_in(superuser).get(PENDING).content.decode()
+    assert 'class="field-pending_tool">search<' in html
+    assert "pending one" in html
+    assert "1+1" not in html

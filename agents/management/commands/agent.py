@@ -81,24 +81,35 @@ class Command(BaseCommand):
         printed = 0
         while True:
             printed = self._print_new(run, printed, opts["json"])
-            if run.status == RunStatus.RUNNING:
-                run = services.execute(run_id=run.pk, units=1)
-            elif run.status == RunStatus.AWAITING_APPROVAL:
-                if not can_decide(user, run):
-                    self.stderr.write(
-                        f"Run {run.pk} is awaiting approval; '{user.get_username()}' may not decide approvals "
-                        "(that needs the agents.review_run permission). Decide in the admin."
-                    )
-                    return run
-                approved = self._ask(run, opts)
-                if approved is None:
-                    return run
-                run = services.decide_approval(
-                    run_id=run.pk, actor=user, approved=approved, reason="decided on the CLI"
+            try:
+                next_run = self._step(run, user, opts)
+            except (services.RunFinished, services.RunBusy):
+                next_run = Run.objects.get(pk=run.pk)  # cancelled or taken over meanwhile: show where it stands
+                if next_run.status == run.status and next_run.status != RunStatus.DONE:
+                    self.stderr.write(f"Run {run.pk} is being advanced elsewhere; leaving it there.")
+                    return next_run
+            if next_run is None or next_run.status == RunStatus.DONE:
+                final = next_run or Run.objects.get(pk=run.pk)
+                self._print_new(final, printed, opts["json"])
+                return final
+            run = next_run
+
+    def _step(self, run: Run, user, opts) -> Run | None:
+        """One move: advance a running run, or decide a paused one; None means stop here."""
+        if run.status == RunStatus.RUNNING:
+            return services.execute(run_id=run.pk, units=1)
+        if run.status == RunStatus.AWAITING_APPROVAL:
+            if not can_decide(user, run):
+                self.stderr.write(
+                    f"Run {run.pk} is awaiting approval; '{user.get_username()}' may not decide approvals "
+                    "(that needs the agents.review_run permission). Decide in the admin."
                 )
-            else:
-                self._print_new(run, printed, opts["json"])
-                return run
+                return None
+            approved = self._ask(run, opts)
+            if approved is None:
+                return None
+            return services.decide_approval(run_id=run.pk, actor=user, approved=approved, reason="decided on the CLI")
+        return None
 
     def _ask(self, run: Run, opts) -> bool | None:
         pending = RunDetailSerializer(run).data["pending_action"] or {}
