@@ -27,7 +27,10 @@ setup: install
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py ensure_admin
 
+# The task worker (background runs) lives as long as gunicorn does: Ctrl-C stops both.
 run: setup
+	@trap 'kill $$worker 2>/dev/null' EXIT; \
+	$(PY) manage.py db_worker --no-reload --no-startup-delay --interval 0.5 & worker=$$!; \
 	$(VENV)/bin/gunicorn -c gunicorn.conf.py --bind 127.0.0.1:$(PORT) reactsite.wsgi
 
 lint: install

@@ -106,8 +106,15 @@ def _tool_names(names: list[str] | None, field: str) -> list[str]:
 
 
 def execute(*, run_id: uuid.UUID | str, units: int | None = None) -> Run:
-    """Advance a running run: `units` units, or until it stops or pauses (None)."""
-    return _work(run_id, statuses=[RunStatus.RUNNING], units=units)
+    """Advance a running (or queued) run: `units` units, or until it stops or pauses (None)."""
+    return _work(run_id, statuses=[RunStatus.QUEUED, RunStatus.RUNNING], units=units)
+
+
+def enqueue(run: Run) -> None:
+    """Put a background run on the task queue (a row in the same database, so it commits with the caller)."""
+    from agents.tasks import advance_in_background
+
+    advance_in_background.enqueue(str(run.pk))
 
 
 def advance_run(*, run_id, actor, approval: bool | None = None, arguments=None, reason: str | None = None) -> Run:
@@ -139,8 +146,12 @@ def decide_approval(
             else RunBusy("The run is not awaiting approval.")
         )
     decision = {"approved": approved, "arguments": arguments, "reason": reason, "reviewer": actor.get_username()}
-    units = None if (continue_run or run.mode == RunMode.SYNC) else 0
-    return _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision)
+    background = run.mode == RunMode.BACKGROUND
+    units = None if (run.mode == RunMode.SYNC or (continue_run and not background)) else 0
+    run = _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision)
+    if background and run.status == RunStatus.RUNNING:
+        enqueue(run)  # back on the queue: a worker continues it
+    return run
 
 
 def cancel_run(*, run_id, actor=None) -> Run:
@@ -178,6 +189,9 @@ def _work(run_id, *, statuses: list[str], units: int | None, decision: dict | No
         run = Run.objects.select_related("owner").get(pk=run_id)
         _renew(run, token)
         state = runtime.state_from_rows(run, run.steps.order_by("index"))
+        if state.status == RunStatus.QUEUED:  # a worker picked it up
+            state.status = RunStatus.RUNNING
+            Run.objects.filter(pk=run.pk, lease_owner=token).update(status=RunStatus.RUNNING)
         if decision is not None:
             state = _apply_decision(run, token, state, decision)
         _units(run, token, state, units)

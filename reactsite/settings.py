@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_filters",
     "django_ratelimit",
+    "django_tasks_db",
     "agents",
     "memory",
 ]
@@ -88,6 +89,10 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CACHES = {"default": {"BACKEND": "reactsite.cache.AtomicDatabaseCache", "LOCATION": "reactsite_cache"}}
+
+# Background runs: Django's tasks framework, queued in the database; `manage.py db_worker` runs them
+# (`make run` starts one beside gunicorn). Any process on any machine can pick up any run.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -118,9 +118,10 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def _create(self, request) -> Response:
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        if data.validated_data["mode"] == RunMode.BACKGROUND:
-            raise ValidationError({"mode": ["Background runs are not available yet; use 'sync' or 'step'."]})
         run = services.start_run(owner=request.user, options=services.RunOptions(**data.validated_data))
+        if run.mode == RunMode.BACKGROUND:
+            services.enqueue(run)
+            return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
         units = None if run.mode == RunMode.SYNC else 1
         run = services.execute(run_id=run.pk, units=units)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -246,12 +246,6 @@ def test_unknown_tool_message_names_it(api):
     assert "frobnicate" in body["tools"][0]
 
 
-def test_background_mode_is_refused_for_now(api):
-    before = run_count()
-    _assert_400(create_run(api, mode="background"), "mode")
-    assert run_count() == before
-
-
 @pytest.mark.parametrize("value", [1, 50])
 def test_max_turns_bounds_are_inclusive(api, value):
     response = create_run(api, max_turns=value)

@@ -1,0 +1,100 @@
+"""mode=background: 202 with a queued run, a task worker advances it, decisions put it back on the queue."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django_tasks_db.models import DBTaskResult
+
+from agents import services
+from agents.models import Run
+from tests.api.conftest import RUNS, create_run
+from tests.conftest import client_for
+
+
+# db_worker closes its database connection between tasks, as a long-lived worker should: these tests commit.
+WORKER = pytest.mark.django_db(transaction=True)
+
+
+def work() -> None:
+    """What `manage.py db_worker` does, once: every queued task, then stop."""
+    call_command("db_worker", "--batch", "--no-reload", "--no-startup-delay", verbosity=0)
+
+
+def queued_tasks() -> int:
+    return DBTaskResult.objects.filter(status="READY").count()
+
+
+@WORKER
+def test_a_background_run_is_accepted_queued_and_done_by_a_worker(api):
+    response = create_run(api, mode="background")
+
+    assert response.status_code == 202
+    body = response.json()
+    assert (body["status"], body["mode"], body["turns"], body["stop_reason"]) == ("queued", "background", 0, None)
+    assert Run.objects.get(pk=body["id"]).steps.count() == 0
+    assert queued_tasks() == 1
+
+    work()
+    run = api.get(f"{RUNS}/{body['id']}").json()
+    assert (run["status"], run["output"], run["turns"]) == ("done", "85", 3)
+    assert [s["index"] for s in run["steps"]] == [0, 1, 2, 3, 4]
+    assert queued_tasks() == 0
+
+
+@WORKER
+def test_a_paused_background_run_goes_back_on_the_queue_after_the_decision(api, reviewer, search_stub):
+    run_id = create_run(api, "search django", mode="background").json()["id"]
+    work()
+    assert Run.objects.get(pk=run_id).status == "awaiting_approval"
+    assert queued_tasks() == 0
+
+    decided = client_for(reviewer).post(f"{RUNS}/{run_id}/advance", {"approval": True}, format="json")
+    assert decided.status_code == 200
+    assert decided.json()["status"] == "running"  # the tool ran; the model's next turn is the worker's
+    assert queued_tasks() == 1
+
+    work()
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason) == ("done", "final_answer")
+    assert [s.kind for s in run.steps.order_by("index")] == ["model", "approval", "tool", "model"]
+
+
+@WORKER
+def test_a_cancelled_queued_run_is_left_alone_by_the_worker(api):
+    run_id = create_run(api, mode="background").json()["id"]
+    assert api.post(f"{RUNS}/{run_id}/cancel").json()["stop_reason"] == "cancelled"
+
+    work()
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason, run.turns) == ("done", "cancelled", 0)
+    assert run.steps.count() == 0
+
+
+def test_the_task_itself_skips_a_run_it_cannot_have(api):
+    from agents.tasks import advance_in_background
+
+    run_id = create_run(api).json()["id"]  # a sync run: already done
+    assert advance_in_background.call(run_id) == "skipped"
+    assert advance_in_background.call("00000000-0000-0000-0000-000000000000") == "skipped"
+
+
+def test_background_runs_honour_idempotency(api):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "bg-1"}
+    first = api.post(RUNS, {"input": "What is 1+1?", "mode": "background"}, format="json", **headers)
+    again = api.post(RUNS, {"input": "What is 1+1?", "mode": "background"}, format="json", **headers)
+    assert (first.status_code, again.status_code) == (202, 202)
+    assert first.json()["id"] == again.json()["id"]
+    assert queued_tasks() == 1
+
+
+@pytest.mark.parametrize("mode", ["sync", "step"])
+def test_other_modes_queue_nothing(api, mode):
+    assert create_run(api, mode=mode).status_code == 201
+    assert queued_tasks() == 0
+
+
+def test_execute_accepts_a_queued_run_and_marks_it_running(api):
+    run_id = create_run(api, mode="background").json()["id"]
+    run = services.execute(run_id=run_id, units=1)
+    assert (run.status, run.turns) == ("running", 1)
