@@ -11,7 +11,6 @@ from agents.models import Run
 from tests.api.conftest import RUNS, create_run
 from tests.conftest import client_for
 
-
 # db_worker closes its database connection between tasks, as a long-lived worker should: these tests commit.
 WORKER = pytest.mark.django_db(transaction=True)
 
