@@ -71,3 +71,23 @@ def reviewer(db):
 @pytest.fixture
 def api(alice):
     return client_for(alice)
+
+
+def stored_run_fields(**fields) -> dict:
+    """The columns of a finished demo run, for run rows made without running the agent loop."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    defaults = {
+        "input": "stored",
+        "provider": "demo",
+        "model": "demo-1",
+        "tools": ["calculator", "search"],
+        "sensitive_tools": ["search"],
+        "deadline": timezone.now() + timedelta(seconds=60),
+        "status": "done",
+        "stop_reason": "final_answer",
+        "output": "x",
+    }
+    return {**defaults, **fields}

@@ -62,20 +62,9 @@ def create_run(client, input: str = ARITHMETIC, **fields):
 def make_runs(owner, n: int, **fields):
     """`n` stored runs without running the agent loop (for lists, paging and query counts)."""
     from agents.models import Run
+    from tests.conftest import stored_run_fields
 
-    defaults = {
-        "input": "stored",
-        "provider": "demo",
-        "model": "demo-1",
-        "tools": ["calculator", "search"],
-        "sensitive_tools": ["search"],
-        "deadline": timezone.now() + timedelta(seconds=60),
-        "status": "done",
-        "stop_reason": "final_answer",
-        "output": "x",
-    }
-    runs = Run.objects.bulk_create([Run(owner=owner, **{**defaults, **fields}) for _ in range(n)])
-    return runs
+    return Run.objects.bulk_create([Run(owner=owner, **stored_run_fields(**fields)) for _ in range(n)])
 
 
 def spread_created_at(runs) -> None:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.test import Client
-from django.utils import timezone
 
 from tests.conftest import make_user
 
@@ -41,19 +38,9 @@ def grant(user, *codenames: str):
 def stored_run(owner, **fields):
     """A run row without running the agent loop (for list, filter and rendering tests)."""
     from agents.models import Run
+    from tests.conftest import stored_run_fields
 
-    defaults = {
-        "input": "stored",
-        "provider": "demo",
-        "model": "demo-1",
-        "tools": ["calculator", "search"],
-        "sensitive_tools": ["search"],
-        "deadline": timezone.now() + timedelta(seconds=60),
-        "status": "done",
-        "stop_reason": "final_answer",
-        "output": "x",
-    }
-    return Run.objects.create(owner=owner, **{**defaults, **fields})
+    return Run.objects.create(owner=owner, **stored_run_fields(**fields))
 
 
 def add_step(run, kind: str, latency_ms: int = 0, **data):
