@@ -43,12 +43,14 @@ def run_events(run_id, after: int, *, poll_s: float = POLL_S, max_s: float = MAX
     started = last_beat = time.monotonic()
     status = None
     while True:
-        for step in Step.objects.filter(run_id=run_id, index__gt=after).order_by("index"):
-            yield frame("step", StepSerializer(step).data, step.index)
-            after = step.index
+        # The run first, then its steps: a unit's steps commit together with the run's new status, so every step
+        # behind the status we read is in the step query that follows (and goes out before `run` / `done`).
         run = Run.objects.filter(pk=run_id).first()
         if run is None:  # deleted while streaming
             return
+        for step in Step.objects.filter(run_id=run_id, index__gt=after).order_by("index"):
+            yield frame("step", StepSerializer(step).data, step.index)
+            after = step.index
         if run.status != status:
             status = run.status
             yield frame("run", RunSerializer(run).data)
