@@ -21,12 +21,9 @@ def clock() -> float:
 
 def tool_registry() -> ToolRegistry:
     """Every registered tool (built-ins and app tools)."""
-    registry = load_builtin_tools()
-    try:
-        import memory.tools  # noqa: F401  (registers remember/recall when the memory app provides them)
-    except ImportError:
-        pass
-    return registry
+    import memory.tools  # noqa: F401  (registers remember/recall)
+
+    return load_builtin_tools()
 
 
 def sensitive_floor() -> list[str]:
