@@ -15,8 +15,6 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from agents import runtime, services
-from agents.api.serializers import RunSerializer
-from agents.engine import RunState, pending_action
 from agents.engine.dispatch import schema_error
 from agents.models import PendingApproval, Run, RunStatus, Step
 from agents.permissions import can_decide, can_review
@@ -108,7 +106,7 @@ class RunAdmin(ReadOnlyAdmin):
         if run is None:  # unknown or malformed id: the admin's own "doesn't exist" redirect, not a 500
             return super().change_view(request, object_id, form_url, extra_context)
         steps = list(Step.objects.filter(run=run).order_by("index"))
-        pending = RunSerializer(run).data["pending_action"]
+        pending = runtime.pending_action(run)
         context = {
             "run": run,
             "steps": [_step_view(s) for s in steps],
@@ -155,7 +153,7 @@ def _edited_arguments(run: Run, raw: str) -> dict | None:
         arguments = json.loads(raw)
     except ValueError:
         raise ValueError("The edited arguments are not valid JSON.") from None
-    pending = RunSerializer(run).data["pending_action"] or {}
+    pending = runtime.pending_action(run) or {}
     tool = runtime.tool_registry().get(pending.get("tool", ""))
     problem = schema_error(tool.parameters, arguments) if tool else None
     if problem:
@@ -200,13 +198,12 @@ class PendingApprovalAdmin(ReadOnlyAdmin):
     ordering = ["updated_at"]
 
     def get_queryset(self, request):
-        steps = Prefetch("steps", queryset=Step.objects.order_by("index"), to_attr="ordered_steps")
+        steps = Prefetch("steps", queryset=Step.objects.order_by("index"), to_attr="paused_steps")
         return super().get_queryset(request).filter(status=RunStatus.AWAITING_APPROVAL).prefetch_related(steps)
 
     def _calls(self, run) -> list[dict]:
-        """The call the run waits on (the engine's own rule, over the prefetched steps)."""
-        state = RunState(input="", status=run.status, steps=[s.as_event() for s in run.ordered_steps])
-        pending = pending_action(state)
+        """The call the run waits on (over the prefetched steps)."""
+        pending = runtime.pending_action(run)
         return [{"name": pending["tool"], "arguments": pending["arguments"]}] if pending else []
 
     @admin.display(description="run")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 
 from agents.engine import RunState, Toolset
+from agents.engine import pending_action as engine_pending_action
 from agents.models import Run, Step
 from agents.providers import Provider, get_provider
 from agents.tools import ToolContext, ToolRegistry, load_builtin_tools
@@ -99,3 +100,20 @@ def step_rows(run: Run, events: Iterable[dict]) -> list[Step]:
         )
         for e in events
     ]
+
+
+def pending_action(run: Run) -> dict | None:
+    """The call a paused run waits on (`{"call_id", "tool", "arguments"}`), by the engine's own rule.
+
+    Uses steps a caller prefetched (`paused_steps`, or a `steps` prefetch) when present; else reads only the steps
+    since the last model reply.
+    """
+    if run.status != "awaiting_approval":
+        return None
+    steps = getattr(run, "paused_steps", None)
+    if steps is None:
+        steps = getattr(run, "_prefetched_objects_cache", {}).get("steps")
+    if steps is None:
+        last_model = run.steps.filter(kind="model").order_by("-index").values_list("index", flat=True).first()
+        steps = run.steps.filter(index__gte=last_model or 0).order_by("index")
+    return engine_pending_action(RunState(input="", status=run.status, steps=[s.as_event() for s in steps]))

@@ -6,7 +6,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agents.engine import RunState, pending_action
+from agents import runtime
 from agents.models import Run, RunMode, RunProtocol, Step
 
 STEP_FIELDS = {
@@ -66,21 +66,7 @@ class RunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field({"type": "object", "nullable": True})
     def get_pending_action(self, run: Run) -> dict | None:
-        if run.status != "awaiting_approval":
-            return None
-        steps = [s.as_event() for s in _tail_steps(run)]
-        return pending_action(RunState(input="", status=run.status, steps=steps))
-
-
-def _tail_steps(run: Run) -> list[Step]:
-    """Steps since the last model step (enough to find the pending call); the view's prefetched steps if any."""
-    prefetched = getattr(run, "paused_steps", None)
-    if prefetched is None:
-        prefetched = getattr(run, "_prefetched_objects_cache", {}).get("steps")
-    if prefetched is not None:
-        return list(prefetched)
-    last_model = run.steps.filter(kind="model").order_by("-index").values_list("index", flat=True).first()
-    return list(run.steps.filter(index__gte=last_model or 0).order_by("index"))
+        return runtime.pending_action(run)
 
 
 class RunDetailSerializer(RunSerializer):
