@@ -3,7 +3,6 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
-export DEBUG ?= 1
 
 # The first Python >= 3.12 found: pyenv's (via .python-version), then python3.13 / python3.12 / python3.
 PYTHON_BOOT := $(shell for c in python3.13 python3.12 python3; do \
@@ -19,7 +18,17 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	@touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed .env
+
+# Development settings, written once and never overwritten (git-ignored): every command of the README reads them,
+# so nothing has to be exported by hand. A variable set in the environment still wins over the file.
+.env:
+	@umask 077; { \
+		echo "# Development settings written by 'make' (git-ignored). The environment wins over this file."; \
+		echo "DEBUG=1"; \
+		echo "SECRET_KEY=dev-$$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"; \
+	} > $@
+	@echo "Wrote $@ (DEBUG=1 and a generated development SECRET_KEY)"
 
 setup: install
 	$(PY) manage.py migrate --noinput -v 0

@@ -1,5 +1,6 @@
 """Settings for reactsite, read from the environment (django-environ)."""
 
+import os
 from pathlib import Path
 
 import environ
@@ -7,14 +8,24 @@ import environ
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
+# `make run` / `make test` write a git-ignored .env once (DEBUG=1 and a generated development key), so every command
+# of the README works from a plain shell. The environment always wins over the file; REACTSITE_ENV_FILE names another
+# file, or none when empty.
+ENV_FILE = os.environ.get("REACTSITE_ENV_FILE", str(BASE_DIR / ".env"))
+if ENV_FILE and Path(ENV_FILE).is_file():
+    environ.Env.read_env(ENV_FILE, overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
-# A development key only when DEBUG is on; production must set SECRET_KEY.
-SECRET_KEY = env("SECRET_KEY", default="dev-insecure-key-only-for-debug" if DEBUG else None)
-if not SECRET_KEY:
+# Development keys (the .env file's, or the built-in one) start with "dev-": production refuses them.
+DEV_KEY_PREFIX = "dev-"
+SECRET_KEY = env("SECRET_KEY", default=DEV_KEY_PREFIX + "insecure-key-only-for-debug" if DEBUG else "")
+if not DEBUG and (not SECRET_KEY or SECRET_KEY.startswith(DEV_KEY_PREFIX)):
     from django.core.exceptions import ImproperlyConfigured
 
-    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (or set DEBUG=1 for development).")
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set to a real secret when DEBUG is off (a development key starting with 'dev-' is "
+        "refused); or set DEBUG=1 for development."
+    )
 ALLOWED_HOSTS = env.list(
     "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"] + (["testserver"] if DEBUG else [])
 )

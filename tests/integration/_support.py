@@ -37,6 +37,7 @@ _OWN_VARS = (
     "ADMIN_PASSWORD",
     "CORS_ALLOWED_ORIGINS",
     "DATA_UPLOAD_MAX_MEMORY_SIZE",
+    "REACTSITE_ENV_FILE",
 )
 _OWN_PREFIXES = (
     "AGENT_", "OPENAI_", "ANTHROPIC_", "XAI_", "OPENROUTER_", "HF_", "DUCKDUCKGO_", "TAVILY_", "SEARCH_", "SECURE_",
@@ -52,6 +53,7 @@ def clean_env(**extra: str) -> dict[str, str]:
         if k not in _OWN_VARS and not k.startswith(_OWN_PREFIXES) and k != "PYTEST_CURRENT_TEST"
     }
     env |= {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "PYTHONUNBUFFERED": "1"}
+    env["REACTSITE_ENV_FILE"] = ""  # the developer's .env (DEBUG=1, a dev key) must not leak into what a test loads
     env |= {k: str(v) for k, v in extra.items()}
     return env
 
