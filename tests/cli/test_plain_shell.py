@@ -62,7 +62,14 @@ def test_agent_cli_works_from_a_plain_shell(shell):
 
 @pytest.mark.parametrize(
     "args",
-    [("ensure_admin",), ("createcachetable",), ("run_evals", "--help"), ("bench", "--help"), ("db_worker", "--help"), ("check",)],
+    [
+        ("ensure_admin",),
+        ("createcachetable",),
+        ("run_evals", "--help"),
+        ("bench", "--help"),
+        ("db_worker", "--help"),
+        ("check",),
+    ],
     ids=lambda a: a[0],
 )
 def test_readme_commands_start_from_a_plain_shell(shell, args):
