@@ -46,6 +46,8 @@ class Invalid:
 
 
 Outcome = Final | Act | Invalid
+# A call that failed this close to the deadline was cut by it (the provider shrinks its timeouts to the time left).
+DEADLINE_SLACK_S = 0.05
 Interrupt = Callable[[], bool]
 
 
@@ -198,7 +200,11 @@ def _call_model(
         reply = model.complete(ModelRequest(messages, specs, state.protocol, state.deadline - now))
     except ModelError as exc:
         state.turns += 1
-        rec.stop(StopReason.MODEL_ERROR, str(exc) or "the model call failed")
+        message = str(exc) or "the model call failed"
+        if state.deadline - rec.clock() <= DEADLINE_SLACK_S:  # the run's own deadline cut the call short
+            rec.stop(StopReason.TIMEOUT, f"deadline reached during {what}: {message}")
+        else:
+            rec.stop(StopReason.MODEL_ERROR, message)
         return None
     state.turns += 1
     state.prompt_tokens += reply.usage.prompt_tokens

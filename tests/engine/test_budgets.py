@@ -187,3 +187,32 @@ def test_advance_on_a_done_run_raises(clock):
     state, _ = run_until_stopped(new_state(tools), ScriptedModel([text("x")]), tools, clock)
     with pytest.raises(EngineError, match="done"):
         advance(state, ScriptedModel([text("y")]), tools, clock)
+
+
+def _failing_after(clock, seconds: float):
+    """A model call that takes `seconds` and then fails, as a provider cut by its timeout does."""
+    from agents.engine.types import ModelError
+
+    def complete(request):
+        clock.advance(seconds)
+        raise ModelError("openai: timed out after 1 s")
+
+    return complete
+
+
+def test_a_model_call_cut_by_the_deadline_stops_with_timeout(clock):
+    tools = toolset(echo_tool())
+    model = ScriptedModel([_failing_after(clock, 1.6)])
+    state, events = advance(new_state(tools, deadline=clock.now + 1), model, tools, clock)
+
+    assert (state.status, state.stop_reason, state.turns, state.error) == ("done", "timeout", 1, None)
+    assert kinds(events) == ["error"]
+    assert events[0]["message"].startswith("deadline reached during the model call: openai: timed out")
+
+
+def test_a_model_failure_with_time_left_stays_a_model_error(clock):
+    tools = toolset(echo_tool())
+    model = ScriptedModel([_failing_after(clock, 0.5)])
+    state, _ = advance(new_state(tools, deadline=clock.now + 1), model, tools, clock)
+
+    assert (state.stop_reason, state.error) == ("model_error", "openai: timed out after 1 s")

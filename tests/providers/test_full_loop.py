@@ -111,5 +111,31 @@ def test_a_reply_slower_than_the_run_budget_stops_the_run_in_bounded_time(provid
     options = services.RunOptions(input=QUESTION, provider="openai", timeout_s=1, tools=["calculator"])
     run = services.execute(run_id=services.start_run(owner=alice, options=options).pk)
 
-    assert run.stop_reason in {"model_error", "timeout"}
-    assert run.output is None
+    assert run.stop_reason == "timeout"  # the run's own deadline cut the call: not a provider failure
+    assert run.output is None and run.error is None
+    assert "deadline reached during the model call" in run.steps.last().data["message"]
+
+
+@pytest.mark.parametrize("provider,path", [("openai", OPENAI_PATH), ("anthropic", ANTHROPIC_PATH)])
+def test_a_model_slower_than_timeout_s_ends_with_timeout_not_model_error(providers, alice, provider, path):
+    """timeout_s 1 and a model that takes 1.6 s (issue 10.1), with the default retries."""
+    reply = llm.openai_text("late") if provider == "openai" else llm.anthropic_text("late")
+    providers.add("POST", path, json=reply, delay_s=1.6, repeat=True)
+    options = services.RunOptions(input=QUESTION, provider=provider, timeout_s=1, tools=["calculator"])
+    run = services.execute(run_id=services.start_run(owner=alice, options=options).pk)
+
+    assert (run.status, run.stop_reason, run.ok, run.error) == ("done", "timeout", False, None)
+    assert providers.count("POST", path) == 1  # no retry can fit after the deadline
+
+
+@pytest.mark.parametrize("provider,path", [("openai", OPENAI_PATH), ("anthropic", ANTHROPIC_PATH)])
+def test_a_provider_timeout_with_time_left_is_a_model_error(providers, alice, settings, provider, path):
+    settings.AGENT_LLM_TIMEOUT_S = 0.3
+    settings.AGENT_LLM_MAX_RETRIES = 0
+    reply = llm.openai_text("late") if provider == "openai" else llm.anthropic_text("late")
+    providers.add("POST", path, json=reply, delay_s=1.5, repeat=True)
+    options = services.RunOptions(input=QUESTION, provider=provider, timeout_s=30, tools=["calculator"])
+    run = services.execute(run_id=services.start_run(owner=alice, options=options).pk)
+
+    assert (run.stop_reason, run.ok) == ("model_error", False)
+    assert "timed out" in run.error
