@@ -265,11 +265,14 @@ def _commit(run: Run, token: str, state: RunState, events: list[dict]) -> None:
         with transaction.atomic():
             ours = Run.objects.filter(pk=run.pk, lease_owner=token)
             updated = ours.exclude(status=RunStatus.DONE).update(**fields, version=F("version") + 1, updated_at=now)
-            if not updated:  # cancelled meanwhile: keep the cancellation, still record what happened
+            if not updated:
+                # Cancelled meanwhile. Nothing is appended to a done run (an event stream that sent `done` has
+                # ended), but the model calls this unit paid for still count in the run's usage.
                 counters = {k: fields[k] for k in ("turns", "reflections", "prompt_tokens", "completion_tokens")}
-                if not ours.update(**counters, version=F("version") + 1, updated_at=now):
+                if not ours.update(**counters):
                     raise RunBusy("This worker lost the run's lease.")
                 state.finish(engine.StopReason.CANCELLED)
+                return
             Step.objects.bulk_create(rows)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None

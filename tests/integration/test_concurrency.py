@@ -241,11 +241,34 @@ def test_cancel_while_a_worker_is_in_the_model_call(user, openai_stub):
     run.refresh_from_db()
     assert (run.status, run.stop_reason, run.ok, run.output) == ("done", "cancelled", False, None)
     assert run.turns == 1  # the model call that happened is counted ...
-    steps = list(run.steps.order_by("index"))
-    assert [(s.index, s.kind) for s in steps] == [(0, "model")]  # ... and recorded, and no tool ran after it
-    assert steps[0].data["tool_calls"][0]["name"] == "calculator"
+    assert step_indexes(run) == []  # ... but nothing is appended to a run once it is done, and no tool ran
     assert openai_stub.count("POST", OPENAI_PATH) == 1
     assert (run.lease_owner, run.lease_expires) == ("", None)
+
+
+def test_a_stream_that_sent_done_has_every_step_of_a_run_cancelled_during_a_model_call(user, openai_stub):
+    """`done` is the last event, and nothing is appended after it (issue 10.3): a cancel during a slow model call."""
+    from agents.api.events import run_events
+
+    openai_stub.add("POST", OPENAI_PATH, json=CALL_12x7)
+    gate = Gate(openai_stub, openai_text("85"))
+    first = services.execute(run_id=start(user, provider="openai", mode="step").pk, units=1)  # one unit committed
+    assert step_indexes(first) == [0, 1]
+    worker = ThreadResult(lambda: services.execute(run_id=first.pk, units=1))
+    gate.wait_entered()
+    try:
+        services.cancel_run(run_id=first.pk)
+        frames = list(run_events(first.pk, -1, poll_s=0.05, max_s=10))
+    finally:
+        gate.release.set()
+        connection.close()
+    result = worker.join()
+
+    assert isinstance(result, Run), result
+    assert frames[-1].startswith("event: done")
+    streamed = [int(f.split("\n")[0][4:]) for f in frames if f.startswith("id: ")]
+    assert streamed == step_indexes(result) == [0, 1]
+    assert Run.objects.get(pk=first.pk).turns == 2  # the cut unit's model call is still counted
 
 
 def test_after_an_approval_pause_the_lease_still_covers_the_runs_budget(user, openai_stub, settings):
