@@ -9,6 +9,68 @@ from rest_framework import serializers
 from agents import runtime
 from agents.models import Run, RunMode, RunProtocol, Step
 
+_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
+
+
+def json_type(value: object) -> str:
+    """How a parsed JSON value reads in an error message ("a number", "an object", ...)."""
+    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "null")
+
+
+class StrictStringMixin:
+    """Only a JSON string is a string: numbers, booleans, lists and objects are refused, never coerced with str()."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError(f"Expected a string, got {json_type(data)}.", code="invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(StrictStringMixin, serializers.CharField):
+    """A CharField that refuses any JSON value but a string; whitespace alone is blank even when it is kept."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not self.allow_blank and not value.strip():
+            self.fail("blank")
+        return value
+
+
+class StrictChoiceField(StrictStringMixin, serializers.ChoiceField):
+    """A ChoiceField that refuses any JSON value but a string (so the error names the type, not the choices)."""
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An IntegerField that takes only a JSON integer: "5", true or 5.0 are refused."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            kind = "a decimal number" if isinstance(data, float) else json_type(data)
+            raise serializers.ValidationError(f"Expected an integer, got {kind}.", code="invalid")
+        return data
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A BooleanField that takes only JSON true or false: "true", 1 or "yes" are refused."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            raise serializers.ValidationError(f"Expected true or false, got {json_type(data)}.", code="invalid")
+        return data
+
+
+class StrictFloatField(serializers.FloatField):
+    """A FloatField that takes only a JSON number: "5" or true are refused."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            raise serializers.ValidationError(f"Expected a number, got {json_type(data)}.", code="invalid")
+        try:
+            return float(data)
+        except OverflowError:  # an integer too large for a float (10**400): out of range, not a 500
+            raise serializers.ValidationError("This number is too large.", code="max_value") from None
+
+
 STEP_FIELDS = {
     "model": ("thought", "text", "tool_calls", "final_answer", "usage"),
     "tool": ("call_id", "name", "arguments", "output", "is_error"),
@@ -78,23 +140,21 @@ class RunDetailSerializer(RunSerializer):
 
 
 class RunCreateSerializer(serializers.Serializer):
-    input = serializers.CharField(min_length=1, trim_whitespace=False)
-    mode = serializers.ChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
-    protocol = serializers.ChoiceField(choices=RunProtocol.choices, required=False)
-    provider = serializers.CharField(max_length=32, required=False)
-    model = serializers.CharField(max_length=200, required=False)
-    max_turns = serializers.IntegerField(min_value=1, max_value=50, default=8)
-    max_reflections = serializers.IntegerField(min_value=0, max_value=5, default=0)
-    timeout_s = serializers.FloatField(min_value=1, max_value=600, default=60.0)
-    tools = serializers.ListField(child=serializers.CharField(max_length=64), max_length=64, required=False)
-    sensitive_tools = serializers.ListField(child=serializers.CharField(max_length=64), max_length=64, default=list)
+    input = StrictCharField(min_length=1, trim_whitespace=False)
+    mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
+    protocol = StrictChoiceField(choices=RunProtocol.choices, required=False)
+    provider = StrictCharField(max_length=32, required=False)
+    model = StrictCharField(max_length=200, required=False)
+    max_turns = StrictIntegerField(min_value=1, max_value=50, default=8)
+    max_reflections = StrictIntegerField(min_value=0, max_value=5, default=0)
+    timeout_s = StrictFloatField(min_value=1, max_value=600, default=60.0)
+    tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
+    sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
 
     def validate_input(self, value: str) -> str:
         limit = settings.AGENT_MAX_INPUT_CHARS
         if len(value) > limit:
             raise serializers.ValidationError(f"Ensure this field has no more than {limit} characters.")
-        if not value.strip():
-            raise serializers.ValidationError("This field may not be blank.")
         return value
 
 
@@ -116,9 +176,11 @@ class ToolResultSerializer(serializers.Serializer):
 
 
 class SeedRunSerializer(serializers.Serializer):
-    input = serializers.CharField()
-    max_turns = serializers.IntegerField(required=False)
-    timeout_s = serializers.FloatField(required=False)
+    """The seed body (the view validates it with RunCreateSerializer: the bounds here say the same)."""
+
+    input = StrictCharField(min_length=1, trim_whitespace=False)
+    max_turns = StrictIntegerField(min_value=1, max_value=50, required=False)
+    timeout_s = StrictFloatField(min_value=1, max_value=600, required=False)
 
 
 class SeedRunResultSerializer(serializers.Serializer):

@@ -27,6 +27,8 @@ from agents.api.serializers import (
     RunSerializer,
     SeedRunResultSerializer,
     SeedRunSerializer,
+    StrictBooleanField,
+    StrictCharField,
     ToolInvokeSerializer,
     ToolResultSerializer,
     ToolSerializer,
@@ -48,9 +50,9 @@ class RunFilter(filters.FilterSet):
 
 
 class AdvanceSerializer(serializers.Serializer):
-    approval = serializers.BooleanField(required=False, allow_null=True, default=None)
+    approval = StrictBooleanField(required=False, allow_null=True, default=None)
     arguments = serializers.DictField(required=False, allow_null=True, default=None)
-    reason = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
+    reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
 
     def validate_arguments(self, value):
         if value is not None and services._storable(value) != value:  # stored as jsonb: PostgreSQL refuses NUL

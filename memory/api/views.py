@@ -9,12 +9,13 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from agents.api.pagination import Pagination
+from agents.api.serializers import StrictCharField
 from memory import services
 from memory.models import MAX_FACT_CHARS, Fact
 
 
 class FactSerializer(serializers.ModelSerializer):
-    text = serializers.CharField(max_length=MAX_FACT_CHARS)
+    text = StrictCharField(max_length=MAX_FACT_CHARS)
 
     class Meta:
         model = Fact
