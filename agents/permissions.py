@@ -20,10 +20,20 @@ def visible_runs(user) -> QuerySet[Run]:
     return runs if can_review(user) else runs.filter(owner_id=getattr(user, "pk", None))
 
 
-def can_decide(user, run: Run) -> bool:
-    """Approvals need agents.review_run, or being the owner when AGENT_SELF_APPROVAL is on."""
+def can_approve(user, owner_id) -> bool:
+    """One right for every sensitive call: agents.review_run, or being its owner when AGENT_SELF_APPROVAL is on."""
     if user is None or not user.is_active:
         return False
     if user.is_superuser or user.has_perm(REVIEW_PERMISSION):
         return True
-    return bool(settings.AGENT_SELF_APPROVAL and run.owner_id == user.pk)
+    return bool(settings.AGENT_SELF_APPROVAL and owner_id == user.pk)
+
+
+def can_decide(user, run: Run) -> bool:
+    """Deciding a run's pending call."""
+    return can_approve(user, run.owner_id)
+
+
+def can_invoke_sensitive(user) -> bool:
+    """Invoking a sensitive tool directly: the caller owns the call, so the same right as deciding one."""
+    return can_approve(user, getattr(user, "pk", None))

@@ -20,9 +20,11 @@ from django.utils import timezone
 
 from agents import engine, runtime
 from agents.engine import RunState
+from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.models import Run, RunMode, RunStatus, Step, StopReason
-from agents.permissions import can_decide
+from agents.permissions import can_decide, can_invoke_sensitive
 from agents.providers import ProviderConfigError, validate_choice
+from agents.tools import ToolContext
 
 log = logging.getLogger(__name__)
 LEASE_GRACE_S = 30.0
@@ -50,6 +52,10 @@ class RunBusy(ServiceError):
 
 class RunFinished(ServiceError):
     """409: the run is done."""
+
+
+class UnknownTool(ServiceError):
+    """404: no tool of that name."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,8 @@ def decide_approval(
             if run.status == RunStatus.DONE
             else RunBusy("The run is not awaiting approval.")
         )
+    if arguments is not None:  # checked before anything is recorded: a bad edit is a 400, never a failed tool step
+        _check_edited_arguments(run, arguments)
     decision = {"approved": approved, "arguments": arguments, "reason": reason, "reviewer": actor.get_username()}
     background = run.mode == RunMode.BACKGROUND
     units = None if (run.mode == RunMode.SYNC or (continue_run and not background)) else 0
@@ -152,6 +160,31 @@ def decide_approval(
     if background and run.status == RunStatus.RUNNING:
         enqueue(run)  # back on the queue: a worker continues it
     return run
+
+
+def _check_edited_arguments(run: Run, arguments: Any) -> None:
+    """Edited arguments must fit the waiting tool's JSON Schema (the API and the admin share this rule)."""
+    pending = runtime.pending_action(run) or {}
+    tool = runtime.tool_registry().get(pending.get("tool", ""))
+    problem = schema_error(tool.parameters, arguments) if tool else None
+    if problem is None and not isinstance(arguments, dict):
+        problem = "arguments must be a JSON object"
+    if problem is not None:
+        raise InvalidRequest({"arguments": [f"The edited arguments do not fit the tool's schema: {problem}"]})
+
+
+def invoke_tool(*, actor, name: str, arguments: Any) -> ToolResult:
+    """Run one tool directly for the actor (no run): sensitive tools need the approval right."""
+    tool = runtime.tool_registry().get(name)
+    if tool is None:
+        raise UnknownTool(f"Unknown tool '{name}'.")
+    if (tool.sensitive or name in runtime.sensitive_floor()) and not can_invoke_sensitive(actor):
+        raise NotAllowed("This tool is sensitive: invoking it needs the agents.review_run permission.")
+    problem = schema_error(tool.parameters, arguments)
+    if problem is not None:
+        raise InvalidRequest({"arguments": [problem]})
+    toolset = Toolset({name: tool}, ToolContext(user_id=actor.pk), settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+    return run_tool(toolset, name, arguments, tool.timeout_s)
 
 
 def cancel_run(*, run_id, actor=None) -> Run:

@@ -16,6 +16,7 @@ _STATUS = {
     services.NotAllowed: status.HTTP_403_FORBIDDEN,
     services.RunBusy: status.HTTP_409_CONFLICT,
     services.RunFinished: status.HTTP_409_CONFLICT,
+    services.UnknownTool: status.HTTP_404_NOT_FOUND,
 }
 
 

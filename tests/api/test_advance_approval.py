@@ -332,3 +332,32 @@ def test_cancelled_run_is_listed_by_stop_reason(api):
     api.post(run_url(run_id, "cancel"))
     body = api.get(RUNS, {"stop_reason": "cancelled"}).json()
     assert [r["id"] for r in body["results"]] == [run_id]
+
+
+# --- one rule for edited arguments (issue 10.4) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arguments", [{"query": 5}, {"q": "python"}, {"query": "x", "extra": 1}])
+def test_edited_arguments_that_break_the_schema_are_400_and_nothing_is_recorded(
+    api, reviewer_api, no_search_network, arguments
+):
+    run = _paused_search(api)
+    before = _steps(api, run["id"])
+
+    response = _advance(reviewer_api, run["id"], approval=True, arguments=arguments)
+
+    assert response.status_code == 400
+    assert "schema" in response.json()["arguments"][0]
+    assert _steps(api, run["id"]) == before  # no approval step, no failed tool step
+    assert api.get(run_url(run["id"])).json()["status"] == "awaiting_approval"
+    assert no_search_network.requests == []
+
+
+def test_after_a_refused_edit_a_valid_decision_still_goes_through(api, reviewer_api, search_stub):
+    run = _paused_search(api)
+    assert _advance(reviewer_api, run["id"], approval=True, arguments={"query": 5}).status_code == 400
+
+    response = _advance(reviewer_api, run["id"], approval=True, arguments={"query": "django"})
+
+    assert response.status_code == 200
+    assert [s["kind"] for s in _steps(api, run["id"])] == ["model", "approval", "tool", "model"]

@@ -109,6 +109,17 @@ def test_plain_staff_may_not_invoke_a_sensitive_tool(db, no_search_network):
     assert _invoke(staff, "search", {"query": "python"}).status_code == 403
 
 
+def test_the_review_permission_alone_invokes_a_sensitive_tool(db, search_stub):
+    """The same right as deciding an approval (issue 10.5): agents.review_run, without being staff."""
+    holder = client_for(make_user("perry", reviewer=True))
+    assert _invoke(holder, "search", {"query": "python"}).status_code == 200
+
+
+def test_self_approval_lets_an_owner_invoke_a_sensitive_tool(api, search_stub, settings):
+    settings.AGENT_SELF_APPROVAL = True
+    assert _invoke(api, "search", {"query": "python"}).status_code == 200
+
+
 def test_reviewer_invokes_search(reviewer_api, search_stub):
     response = _invoke(reviewer_api, "search", {"query": "python"})
     assert response.status_code == 200
