@@ -13,7 +13,7 @@ from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -34,10 +34,8 @@ from agents.api.serializers import (
     ToolSerializer,
 )
 from agents.api.throttling import AgentRateThrottle
-from agents.engine.dispatch import Toolset, run_tool, schema_error
 from agents.models import Run, RunMode, RunStatus, Step, StopReason
-from agents.permissions import can_review, visible_runs
-from agents.tools import ToolContext
+from agents.permissions import visible_runs
 
 
 class RunFilter(filters.FilterSet):
@@ -173,17 +171,8 @@ class ToolViewSet(viewsets.ViewSet):
     @extend_schema(request=ToolInvokeSerializer, responses=ToolResultSerializer)
     @action(detail=True, methods=["post"])
     def invoke(self, request, name=None):
-        tool = runtime.tool_registry().get(name)
-        if tool is None:
-            raise NotFound(f"Unknown tool '{name}'.")
-        if (tool.sensitive or name in runtime.sensitive_floor()) and not can_review(request.user):
-            raise PermissionDenied("This tool is sensitive: invoking it needs the agents.review_run permission.")
         arguments = request.data.get("arguments", {}) if isinstance(request.data, dict) else None
-        problem = schema_error(tool.parameters, arguments)
-        if problem is not None:
-            raise ValidationError({"arguments": [problem]})
-        toolset = Toolset({name: tool}, ToolContext(user_id=request.user.pk), settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
-        result = run_tool(toolset, name, arguments, tool.timeout_s)
+        result = services.invoke_tool(actor=request.user, name=name, arguments=arguments)
         return Response({"name": name, "output": result.output, "is_error": result.is_error})
 
 
