@@ -13,6 +13,9 @@ from django.utils import timezone
 from agents.models import IdempotencyKey
 
 TTL = timedelta(hours=24)
+# The first request with a key runs at most the largest run budget (timeout_s ≤ 600 s) plus its last commit: a key
+# still "in progress" after that belongs to a request that died (a crash, a killed worker) and is taken over.
+ABANDONED_AFTER = timedelta(seconds=600 + 60)
 MAX_KEY_LENGTH = 255
 
 
@@ -31,7 +34,10 @@ def fingerprint(body: Any) -> str:
 def begin(user, key: str, body: Any) -> tuple[IdempotencyKey, bool]:
     """(record, is_replay). A new record marks the key as in progress until `finish` or `abandon`."""
     digest = fingerprint(body)
-    IdempotencyKey.objects.filter(user=user, key=key, created_at__lt=timezone.now() - TTL).delete()
+    now = timezone.now()
+    IdempotencyKey.objects.filter(created_at__lt=now - TTL).delete()  # every user's expired keys (indexed range)
+    abandoned = IdempotencyKey.objects.filter(user=user, key=key, status_code__isnull=True)
+    abandoned.filter(created_at__lt=now - ABANDONED_AFTER).delete()
     try:
         with transaction.atomic():
             return IdempotencyKey.objects.create(user=user, key=key, fingerprint=digest), False

@@ -164,3 +164,44 @@ def test_replayed_paused_run_keeps_its_first_response(api, no_search_network):
     assert again.status_code == 201
     assert again.json() == first
     assert run_count() == 1
+
+
+# --- keys that outlive a crash (issue 10.6) -----------------------------------------------------------------------
+
+
+def _in_progress(user, key: str, age: timedelta, body: dict) -> IdempotencyKey:
+    """A key whose first request never finished (the process died mid-way), created `age` ago."""
+    from agents.idempotency import fingerprint
+
+    record = IdempotencyKey.objects.create(user=user, key=key, fingerprint=fingerprint(body))
+    IdempotencyKey.objects.filter(pk=record.pk).update(created_at=timezone.now() - age)
+    return record
+
+
+def test_a_key_whose_request_may_still_run_is_409(api, alice):
+    body = {"input": ARITHMETIC}
+    _in_progress(alice, "k", timedelta(minutes=5), body)
+    assert _post(api, body, "k").status_code == 409
+    assert run_count() == 0
+
+
+def test_a_key_abandoned_by_a_dead_request_is_taken_over(api, alice):
+    body = {"input": ARITHMETIC}
+    _in_progress(alice, "k", timedelta(minutes=12), body)  # older than the largest run budget plus a margin
+
+    first = _post(api, body, "k")
+    assert first.status_code == 201
+    again = _post(api, body, "k")
+    assert again.status_code == 201 and again.json()["id"] == first.json()["id"]
+    assert run_count() == 1
+
+
+def test_keys_older_than_24_hours_are_deleted_on_the_next_keyed_request(api, alice, bob):
+    old = [_in_progress(u, f"old-{u.pk}", timedelta(hours=25), {"input": "x"}) for u in (alice, bob)]
+    fresh = _in_progress(bob, "fresh", timedelta(hours=1), {"input": "x"})
+
+    assert _post(api, {"input": ARITHMETIC}, "new").status_code == 201
+
+    remaining = set(IdempotencyKey.objects.values_list("pk", flat=True))
+    assert not remaining & {r.pk for r in old}
+    assert fresh.pk in remaining
