@@ -58,6 +58,12 @@ class AdvanceSerializer(serializers.Serializer):
         return value
 
 
+def _step_index(header: str) -> int:
+    """Last-Event-ID as a step index; anything but plain ASCII digits (e.g. "²", "-1", "1e3") replays everything."""
+    value = header.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 12 else -1
+
+
 def _to_json(data) -> object:
     """Plain JSON values (for storing a response to replay it later)."""
     return json.loads(JSONRenderer().render(data))
@@ -140,8 +146,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def events(self, request, pk=None):
         """`text/event-stream` of the run's steps (replayed, then live), status changes, and a last `done`."""
         run = self.get_object()
-        last = request.headers.get("Last-Event-ID", "")
-        after = int(last) if last.strip().isdigit() else -1
+        after = _step_index(request.headers.get("Last-Event-ID", ""))
         response = StreamingHttpResponse(run_events(run.pk, after), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
