@@ -7,17 +7,28 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import Count, Prefetch
 from django.http import HttpRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.text import Truncator
 
 from agents import runtime, services
 from agents.engine.dispatch import schema_error
 from agents.models import PendingApproval, Run, RunStatus, Step
 from agents.permissions import can_decide, can_review
+
+INPUT_CHARS = 60
+
+
+def has_field(model, name: str) -> bool:
+    try:
+        model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return False
+    return True
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -37,8 +48,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = [
-        "short_id", "owner", "status", "stop_reason", "provider_model", "protocol", "turns", "tokens", "duration",
-        "created_at",
+        "short_id", "owner", "input_summary", "status", "stop_reason", "provider_model", "protocol", "turns", "tokens",
+        "duration", "created_at",
     ]  # fmt: skip
     list_filter = [
         "status",
@@ -67,9 +78,31 @@ class RunAdmin(ReadOnlyAdmin):
         "mode",
     ]
 
+    def get_list_display(self, request: HttpRequest) -> list[str]:
+        """The thread column only once runs have threads (a later migration adds `Run.thread`)."""
+        columns = list(super().get_list_display(request))
+        if has_field(Run, "thread"):
+            columns.insert(columns.index("input_summary") + 1, "thread_title")
+        return columns
+
+    def get_list_select_related(self, request: HttpRequest) -> list[str]:
+        return [*self.list_select_related, *(["thread"] if has_field(Run, "thread") else [])]
+
     @admin.display(description="run", ordering="id")
     def short_id(self, run: Run) -> str:
         return str(run.id)[:8]
+
+    @admin.display(description="input", ordering="input")
+    def input_summary(self, run: Run) -> str:
+        """The goal on one line, cut short (the admin escapes it: it is user text)."""
+        return Truncator(" ".join(run.input.split())).chars(INPUT_CHARS)
+
+    @admin.display(description="thread")
+    def thread_title(self, run: Run) -> str:
+        thread = getattr(run, "thread", None)
+        if thread is None:
+            return "—"
+        return Truncator(getattr(thread, "title", "") or str(thread.pk)[:8]).chars(INPUT_CHARS)
 
     @admin.display(description="provider / model", ordering="provider")
     def provider_model(self, run: Run) -> str:

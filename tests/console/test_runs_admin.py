@@ -23,8 +23,8 @@ from tests.console.conftest import (
 pytestmark = pytest.mark.django_db
 
 COLUMNS = [
-    "short_id", "owner", "status", "stop_reason", "provider_model", "protocol", "turns", "tokens", "duration",
-    "created_at",
+    "short_id", "owner", "input_summary", "status", "stop_reason", "provider_model", "protocol", "turns", "tokens",
+    "duration", "created_at",
 ]  # fmt: skip
 SCRIPT = "<script>alert(1)</script>"
 SCRIPT_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -59,6 +59,66 @@ def test_list_has_the_columns(superuser, alice):
     assert "react" in row.lower()
     assert ">150<" in row  # tokens: prompt + completion
     assert re.search(r"\d+\.\d\d s", row)  # duration
+
+
+def input_cell(html: str, run) -> str:
+    """The text of the input column in the run's row (still escaped, as sent)."""
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", html, re.S)
+    row = next(r for r in rows if str(run.pk)[:8] in r)
+    return re.search(r'<td class="field-input_summary">(.*?)</td>', row, re.S).group(1)
+
+
+def test_list_shows_the_input_cut_short(superuser, alice):
+    long_goal = "Find the population of every city in France and sum them, " + "then more words " * 10
+    long_run = stored_run(alice, input=long_goal)
+    short_run = stored_run(alice, input="What is 2+2?")
+    multiline = stored_run(alice, input="first line\n\n   second line")
+    html = logged_in(superuser).get(RUNS).content.decode()
+    cut = input_cell(html, long_run)
+    assert cut.endswith("…") and len(cut) == 60
+    assert long_goal.startswith(cut[:-1])
+    assert input_cell(html, short_run) == "What is 2+2?"
+    assert input_cell(html, multiline) == "first line second line"  # one line in the table
+
+
+def test_list_input_is_escaped_after_cutting(superuser, alice):
+    run = stored_run(alice, input=SCRIPT + "x" * 100)
+    html = logged_in(superuser).get(RUNS).content.decode()
+    assert input_cell(html, run).startswith(SCRIPT_ESCAPED)
+    assert SCRIPT not in html
+
+
+def test_thread_column_only_when_runs_have_threads(superuser, alice, monkeypatch, rf):
+    from django.contrib import admin
+
+    from agents import admin as runs_admin
+    from agents.models import Run
+
+    stored_run(alice)
+    html = logged_in(superuser).get(RUNS).content.decode()
+    assert "column-thread_title" not in html  # Run has no `thread` field yet
+    model_admin = admin.site._registry[Run]
+    request = rf.get(RUNS)
+    assert "thread_title" not in model_admin.get_list_display(request)
+    monkeypatch.setattr(runs_admin, "has_field", lambda model, name: name == "thread")
+    columns = model_admin.get_list_display(request)
+    assert columns[columns.index("input_summary") + 1] == "thread_title"
+    assert model_admin.get_list_select_related(request) == ["owner", "thread"]
+
+
+def test_thread_column_shows_the_title_or_a_dash(alice):
+    from types import SimpleNamespace
+
+    from django.contrib import admin
+
+    from agents.models import Run
+
+    model_admin = admin.site._registry[Run]
+    assert model_admin.thread_title(SimpleNamespace(thread=None)) == "—"
+    titled = SimpleNamespace(thread=SimpleNamespace(pk="0123456789", title="Trip to " + "Paris " * 20))
+    assert model_admin.thread_title(titled).startswith("Trip to Paris") and len(model_admin.thread_title(titled)) == 60
+    untitled = SimpleNamespace(thread=SimpleNamespace(pk="0123456789", title=""))
+    assert model_admin.thread_title(untitled) == "01234567"
 
 
 def test_list_is_read_only(superuser, alice):

@@ -1,9 +1,13 @@
-// The playground: starts a run in "step" mode and advances it one unit at a time, drawing each step.
-// Everything from the model or a tool is inserted as text (textContent), never as HTML.
+// The playground. A "step" run is driven by this page, one unit at a time; a "background" run is advanced by a task
+// worker and this page follows its event stream (GET /api/v1/runs/{id}/events, server-sent events over the session
+// cookie). A recent run opens its trace. Everything from the model or a tool is inserted as text, never as HTML.
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
-  const state = { run: null, shown: 0, polling: null };
+  const RUN_HASH = /^#run-([0-9a-f-]{36})$/;
+  // The run on screen. Work started for a view that is no longer on screen (another run was opened) is dropped.
+  let view = { run: null, shown: 0, source: null, polling: null, driving: false };
+  let opening = 0; // the latest click on a recent run wins over slower earlier ones
 
   function csrfToken() {
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
@@ -56,10 +60,7 @@
     return div;
   }
 
-  function renderStep(step) {
-    const li = document.createElement("li");
-    li.className = `step kind-${step.kind}` + (step.is_error ? " is-error" : "");
-    li.dataset.index = step.index;
+  function stepBody(li, step) {
     if (step.kind === "model") {
       if (step.thought) li.appendChild(line("Thought:", step.thought));
       for (const call of step.tool_calls || []) {
@@ -74,6 +75,13 @@
     } else {
       li.appendChild(line("Error:", step.message, "error"));
     }
+  }
+
+  function renderStep(step) {
+    const li = document.createElement("li");
+    li.className = `step kind-${step.kind}` + (step.is_error ? " is-error" : "");
+    li.dataset.index = step.index;
+    stepBody(li, step);
     const meta = document.createElement("div");
     meta.className = "meta";
     meta.textContent = `#${step.index} · ${step.kind} · ${step.latency_ms} ms`;
@@ -81,56 +89,132 @@
     return li;
   }
 
-  async function refresh() {
-    const run = await api("GET", `/api/v1/runs/${state.run.id}`);
-    state.run = run;
-    for (const step of run.steps.slice(state.shown)) $("trace").appendChild(renderStep(step));
-    state.shown = run.steps.length;
-    return run;
-  }
-
   function showStatus(text) {
     $("status").textContent = text;
   }
 
-  async function drive() {
-    let run = await refresh();
-    while (run.status === "running") {
-      showStatus(`Running… (turn ${run.turns} of ${run.max_turns})`);
-      await api("POST", `/api/v1/runs/${run.id}/advance`, {});
-      run = await refresh();
-    }
-    if (run.status === "awaiting_approval") return pause(run);
-    finish(run);
+  // --- the run on screen ------------------------------------------------------------------------------------------
+
+  const current = (v) => v === view;
+
+  function closeView() {
+    clearTimeout(view.polling);
+    if (view.source) view.source.close();
+    view.source = null;
+    $("trace").dataset.stream = "closed";
   }
 
-  function pause(run) {
+  function showRunHeader(run) {
+    $("current-run").hidden = false;
+    $("run-meta").textContent = run.id ? `Run ${run.id.slice(0, 8)} · ${run.mode} · ${run.protocol} · ${run.provider}` : "New run";
+    $("run-goal").replaceChildren(formatted(run.input));
+  }
+
+  function newView(run, driving) {
+    closeView();
+    view = { run, shown: 0, source: null, polling: null, driving };
+    $("trace").replaceChildren();
+    $("final").hidden = true;
+    $("approval").hidden = true;
+    delete $("status").dataset.stopReason;
+    delete $("status").dataset.status;
+    showRunHeader(run);
+    markRecent();
+    return view;
+  }
+
+  function addSteps(v, steps) {
+    if (!current(v)) return;
+    for (const step of steps) {
+      if (step.index < v.shown) continue; // already on screen (a replay after a reconnect)
+      $("trace").appendChild(renderStep(step));
+      v.shown = step.index + 1;
+    }
+  }
+
+  async function refresh(v) {
+    const run = await api("GET", `/api/v1/runs/${v.run.id}`);
+    if (current(v)) v.run = run;
+    addSteps(v, run.steps);
+    return run;
+  }
+
+  // --- a step run: this page advances it ---------------------------------------------------------------------------
+
+  async function drive(v) {
+    let run = await refresh(v);
+    while (run.status === "running" && current(v)) {
+      showStatus(`Running… (turn ${run.turns} of ${run.max_turns})`);
+      await api("POST", `/api/v1/runs/${run.id}/advance`, {});
+      run = await refresh(v);
+    }
+    if (!current(v)) return;
+    if (run.status === "awaiting_approval") return pause(v, run);
+    finish(v, run);
+  }
+
+  function pause(v, run) {
     const pending = run.pending_action || {};
     $("approval").hidden = false;
     $("approval-text").textContent = `Waiting for approval: ${pending.tool} ${JSON.stringify(pending.arguments)}` +
       (window.PLAYGROUND.mayDecide ? "" : " — a staff reviewer must decide; this page will go on when they do.");
     $("approval-buttons").hidden = !window.PLAYGROUND.mayDecide;
     showStatus("Paused: a sensitive tool call needs a human decision.");
-    if (!window.PLAYGROUND.mayDecide) state.polling = setTimeout(poll, 2000);
+    // A followed run needs no polling: its event stream brings the decision and what follows.
+    if (v.driving && !window.PLAYGROUND.mayDecide) v.polling = setTimeout(() => poll(v).catch(fail), 2000);
   }
 
-  async function poll() {
-    const run = await refresh();
+  async function poll(v) {
+    const run = await refresh(v);
+    if (!current(v)) return;
     if (run.status === "awaiting_approval") {
-      state.polling = setTimeout(poll, 2000);
+      v.polling = setTimeout(() => poll(v).catch(fail), 2000);
       return;
     }
     $("approval").hidden = true;
-    run.status === "running" ? drive().catch(fail) : finish(run);
+    run.status === "running" ? drive(v).catch(fail) : finish(v, run);
   }
 
   async function decide(approved) {
+    const v = view;
     $("approval").hidden = true;
-    await api("POST", `/api/v1/runs/${state.run.id}/advance`, { approval: approved });
-    await drive();
+    await api("POST", `/api/v1/runs/${v.run.id}/advance`, { approval: approved });
+    if (v.driving) await drive(v); // else the event stream shows what comes next
   }
 
-  function finish(run) {
+  // --- a background run (or any unfinished run opened from the list): follow its event stream ------------------
+
+  function follow(v) {
+    const source = new EventSource(`/api/v1/runs/${v.run.id}/events`);
+    v.source = source;
+    source.addEventListener("open", () => current(v) && ($("trace").dataset.stream = "open"));
+    source.addEventListener("step", (event) => addSteps(v, [JSON.parse(event.data)]));
+    source.addEventListener("run", (event) => {
+      if (!current(v)) return;
+      progress(v, JSON.parse(event.data));
+      loadRecent().catch(() => {}); // the list shows the new status too
+    });
+    source.addEventListener("done", (event) => finish(v, JSON.parse(event.data)));
+    source.addEventListener("error", () => {
+      // CONNECTING means the browser reconnects by itself (with Last-Event-ID); CLOSED means the server refused.
+      if (current(v) && source.readyState === EventSource.CLOSED) fail(new Error("the run's event stream was refused"));
+    });
+  }
+
+  function progress(v, run) {
+    v.run = run;
+    $("status").dataset.status = run.status;
+    if (run.status === "awaiting_approval") return pause(v, run);
+    $("approval").hidden = true;
+    if (run.status === "queued") showStatus("Queued: waiting for a worker…");
+    if (run.status === "running") showStatus("Running…");
+  }
+
+  function finish(v, run) {
+    if (!current(v)) return;
+    closeView();
+    v.run = run;
+    $("status").dataset.status = run.status;
     showStatus(`Done: ${run.stop_reason} after ${run.turns} turn(s).`);
     $("status").dataset.stopReason = run.stop_reason;
     if (run.output !== null) {
@@ -146,43 +230,88 @@
     $("run-button").disabled = false;
   }
 
-  async function loadRecent() {
-    const page = await api("GET", "/api/v1/runs?limit=10");
-    const list = $("recent");
-    list.replaceChildren();
-    for (const run of page.results) {
-      const li = document.createElement("li");
-      li.textContent = `${run.input.slice(0, 80)} — ${run.status}${run.stop_reason ? " / " + run.stop_reason : ""}` +
-        (run.output ? ` → ${run.output.slice(0, 80)}` : "");
-      list.appendChild(li);
+  // --- starting a run, opening a recent one ---------------------------------------------------------------------
+
+  async function start() {
+    const mode = $("mode").value;
+    $("run-button").disabled = true;
+    const v = newView({ input: $("input").value }, mode === "step");
+    showStatus("Starting…");
+    const run = await api("POST", "/api/v1/runs", {
+      input: $("input").value,
+      provider: $("provider").value,
+      protocol: $("protocol").value,
+      max_turns: Number($("max_turns").value),
+      mode,
+    });
+    if (!current(v)) return;
+    v.run = run;
+    showRunHeader(run);
+    history.replaceState(null, "", `#run-${run.id}`);
+    loadRecent().catch(() => {});
+    if (v.driving) return drive(v);
+    $("run-button").disabled = false; // a worker runs it: the page is free to start another
+    progress(v, run);
+    follow(v);
+  }
+
+  async function openRun(id) {
+    const ticket = ++opening;
+    const run = await api("GET", `/api/v1/runs/${id}`);
+    if (ticket !== opening) return;
+    const v = newView(run, false);
+    $("run-button").disabled = false;
+    addSteps(v, run.steps);
+    if (run.status === "done") return finish(v, run);
+    progress(v, run);
+    follow(v);
+  }
+
+  function clip(text, length) {
+    const value = String(text ?? "");
+    return value.length > length ? value.slice(0, length) + "…" : value;
+  }
+
+  function recentEntry(run) {
+    const li = document.createElement("li");
+    const link = document.createElement("a");
+    link.className = "open-run";
+    link.href = `#run-${run.id}`;
+    link.dataset.runId = run.id;
+    link.textContent = clip(run.input, 80);
+    const summary = ` — ${run.status}${run.stop_reason ? " / " + run.stop_reason : ""}` +
+      (run.output ? ` → ${clip(run.output, 80)}` : "");
+    li.append(link, document.createTextNode(summary));
+    return li;
+  }
+
+  function markRecent() {
+    for (const link of $("recent").querySelectorAll("a.open-run")) {
+      const shown = Boolean(view.run && link.dataset.runId === view.run.id);
+      shown ? link.setAttribute("aria-current", "true") : link.removeAttribute("aria-current");
     }
   }
 
-  $("run-form").addEventListener("submit", async (event) => {
+  async function loadRecent() {
+    const page = await api("GET", "/api/v1/runs?limit=10");
+    $("recent").replaceChildren(...page.results.map(recentEntry));
+    markRecent();
+  }
+
+  $("run-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    clearTimeout(state.polling);
-    $("trace").replaceChildren();
-    $("final").hidden = true;
-    $("approval").hidden = true;
-    $("run-button").disabled = true;
-    delete $("status").dataset.stopReason;
-    state.shown = 0;
-    showStatus("Starting…");
-    try {
-      state.run = await api("POST", "/api/v1/runs", {
-        input: $("input").value,
-        provider: $("provider").value,
-        protocol: $("protocol").value,
-        max_turns: Number($("max_turns").value),
-        mode: "step",
-      });
-      loadRecent().catch(() => {});
-      await drive();
-    } catch (error) {
-      fail(error);
-    }
+    start().catch(fail);
+  });
+  $("recent").addEventListener("click", (event) => {
+    const link = event.target.closest("a.open-run");
+    if (!link) return;
+    event.preventDefault();
+    history.replaceState(null, "", `#run-${link.dataset.runId}`);
+    openRun(link.dataset.runId).catch(fail);
   });
   $("approve-button").addEventListener("click", () => decide(true).catch(fail));
   $("deny-button").addEventListener("click", () => decide(false).catch(fail));
   loadRecent().catch(() => {});
+  const linked = RUN_HASH.exec(window.location.hash);
+  if (linked) openRun(linked[1]).catch(fail);
 })();
