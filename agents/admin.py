@@ -16,7 +16,6 @@ from django.utils import timezone
 from django.utils.text import Truncator
 
 from agents import runtime, services
-from agents.engine.dispatch import schema_error
 from agents.models import PendingApproval, Run, RunStatus, Step
 from agents.permissions import can_decide, can_review
 
@@ -159,7 +158,7 @@ class RunAdmin(ReadOnlyAdmin):
         if not can_decide(request.user, run):
             raise PermissionDenied
         try:
-            arguments = _edited_arguments(run, request.POST.get("arguments", ""))
+            arguments = _edited_arguments(request.POST.get("arguments", ""))
             run = services.decide_approval(
                 run_id=run.pk,
                 actor=request.user,
@@ -172,28 +171,27 @@ class RunAdmin(ReadOnlyAdmin):
             self.message_user(request, str(exc), messages.ERROR)
             return back
         except services.ServiceError as exc:
-            self.message_user(request, str(exc.detail), messages.ERROR)
+            self.message_user(request, _detail_text(exc.detail), messages.ERROR)
             return back
         self.message_user(request, f"Decision recorded; the run is now {run.status}.", messages.SUCCESS)
         return back
 
 
-def _edited_arguments(run: Run, raw: str) -> dict | None:
-    """The reviewer's edited arguments: empty means 'as the model asked'; else JSON valid for the tool's schema."""
+def _detail_text(detail) -> str:
+    """A service error's detail as one line: field errors read as their messages."""
+    if isinstance(detail, dict):
+        return " ".join(str(m) for messages_ in detail.values() for m in messages_)
+    return str(detail)
+
+
+def _edited_arguments(raw: str) -> object:
+    """The reviewer's edited arguments: empty means 'as the model asked'; else JSON (the service checks the schema)."""
     if not raw.strip():
         return None
     try:
-        arguments = json.loads(raw)
+        return json.loads(raw)
     except ValueError:
         raise ValueError("The edited arguments are not valid JSON.") from None
-    pending = runtime.pending_action(run) or {}
-    tool = runtime.tool_registry().get(pending.get("tool", ""))
-    problem = schema_error(tool.parameters, arguments) if tool else None
-    if problem:
-        raise ValueError(f"The edited arguments do not fit the tool's schema: {problem}")
-    if not isinstance(arguments, dict):
-        raise ValueError("The edited arguments must be a JSON object.")
-    return arguments
 
 
 LONG_OUTPUT_CHARS = 400

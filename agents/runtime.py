@@ -110,6 +110,9 @@ def pending_action(run: Run) -> dict | None:
     """
     if run.status != "awaiting_approval":
         return None
+    state = getattr(run, "engine_state", None)  # a run a service just drove: its state is still in memory
+    if state is not None:
+        return engine_pending_action(state)
     steps = getattr(run, "paused_steps", None)
     if steps is None:
         steps = getattr(run, "_prefetched_objects_cache", {}).get("steps")

@@ -15,7 +15,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents import engine, runtime
@@ -72,8 +73,20 @@ class RunOptions:
     max_reflections: int = 0
 
 
-def start_run(*, owner, options: RunOptions) -> Run:
-    """Validate the choices and store a new run (nothing is called yet)."""
+def submit_run(*, owner, options: RunOptions) -> Run:
+    """Create a run and start it as its mode says: sync runs on, step does one unit, background is queued."""
+    if options.mode == RunMode.BACKGROUND:
+        with transaction.atomic():  # the run and its task commit together: no run is left without a task
+            run = start_run(owner=owner, options=options)
+            enqueue(run)
+        return run
+    token = uuid.uuid4().hex
+    run = start_run(owner=owner, options=options, lease_owner=token)  # inserted already held by this worker
+    return _drive(Held(run, token, runtime.state_from_rows(run, [])), None if options.mode == RunMode.SYNC else 1)
+
+
+def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
+    """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held."""
     provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
     try:
         model = validate_choice(provider, options.model)
@@ -84,6 +97,7 @@ def start_run(*, owner, options: RunOptions) -> Run:
     flagged = {t.name for t in runtime.tool_registry().select(names).values() if t.sensitive}
     client = set(_tool_names(list(options.sensitive_tools), "sensitive_tools"))
     sensitive = sorted(set(runtime.sensitive_floor()) | flagged | client)
+    deadline = timezone.now() + timedelta(seconds=options.timeout_s)
     return Run.objects.create(
         owner=owner,
         input=options.input,
@@ -97,7 +111,9 @@ def start_run(*, owner, options: RunOptions) -> Run:
         sensitive_tools=sensitive,
         max_reflections=options.max_reflections,
         status=RunStatus.QUEUED if options.mode == RunMode.BACKGROUND else RunStatus.RUNNING,
-        deadline=timezone.now() + timedelta(seconds=options.timeout_s),
+        deadline=deadline,
+        lease_owner=lease_owner,
+        lease_expires=_lease_until(deadline) if lease_owner else None,
     )
 
 
@@ -199,12 +215,19 @@ def cancel_run(*, run_id, actor=None) -> Run:
     return Run.objects.get(pk=run_id)
 
 
+def _lease_until(deadline) -> Any:
+    """A lease lasts the run's remaining budget plus a grace period (for its last commit)."""
+    return deadline + timedelta(seconds=LEASE_GRACE_S)
+
+
 def _claim(run_id, statuses: list[str]) -> str:
-    """Take the run's lease with one conditional UPDATE; raise RunBusy / RunFinished when it can't be had."""
+    """Take the run's lease with one conditional UPDATE (a queued run becomes running in the same statement)."""
     token, now = uuid.uuid4().hex, timezone.now()
     free = Q(lease_owner="") | Q(lease_expires__lt=now)
     claimed = Run.objects.filter(Q(pk=run_id) & Q(status__in=statuses) & free).update(
-        lease_owner=token, lease_expires=now + timedelta(seconds=LEASE_GRACE_S)
+        lease_owner=token,
+        lease_expires=_lease_until(Greatest(F("deadline"), Value(now))),
+        status=Case(When(status=RunStatus.QUEUED, then=Value(RunStatus.RUNNING)), default=F("status")),
     )
     if claimed:
         return token
@@ -216,70 +239,103 @@ def _claim(run_id, statuses: list[str]) -> str:
     raise RunBusy("Another request is advancing this run right now.")
 
 
-def _work(run_id, *, statuses: list[str], units: int | None, decision: dict | None = None) -> Run:
+class Held:
+    """A run this worker holds the lease of: the row as last committed and the engine state, kept in memory."""
+
+    def __init__(self, run: Run, token: str, state: RunState) -> None:
+        self.run, self.token, self.state = run, token, state
+        self.fresh = True  # stored (inserted or committed) since the last cancellation check
+        self.released = False
+
+    def interrupt(self) -> bool:
+        """Checked by the engine before each model and tool call: has someone cancelled the run?
+
+        Right after our own commit there is no need to ask: its conditional UPDATE found the run not done.
+        """
+        if self.fresh:
+            self.fresh = False
+            return False
+        return Run.objects.filter(pk=self.run.pk, status=RunStatus.DONE).exists()
+
+    def result(self) -> Run:
+        """The run as this worker left it (no read back); the paused call comes from the state."""
+        self.run.engine_state = self.state
+        return self.run
+
+
+def _hold(run_id, statuses: list[str]) -> Held:
     token = _claim(run_id, statuses)
     try:
-        run = Run.objects.select_related("owner").get(pk=run_id)
-        _renew(run, token)
+        run = Run.objects.get(pk=run_id)
         state = runtime.state_from_rows(run, run.steps.order_by("index"))
-        if state.status == RunStatus.QUEUED:  # a worker picked it up
-            state.status = RunStatus.RUNNING
-            Run.objects.filter(pk=run.pk, lease_owner=token).update(status=RunStatus.RUNNING)
+    except BaseException:
+        _release(run_id, token)
+        raise
+    return Held(run, token, state)
+
+
+def _release(run_id, token: str) -> None:
+    Run.objects.filter(pk=run_id, lease_owner=token).update(lease_owner="", lease_expires=None)
+
+
+def _work(run_id, *, statuses: list[str], units: int | None, decision: dict | None = None) -> Run:
+    held = _hold(run_id, statuses)
+    return _drive(held, units, decision)
+
+
+def _drive(held: Held, units: int | None, decision: dict | None = None) -> Run:
+    """Record a decision (if any), then `units` units (None: until the run stops or pauses); release the lease."""
+    try:
         if decision is not None:
-            state = _apply_decision(run, token, state, decision)
-        _units(run, token, state, units)
+            _apply_decision(held, decision, last=units == 0)
+        _units(held, units)
     finally:
-        Run.objects.filter(pk=run_id, lease_owner=token).update(lease_owner="", lease_expires=None)
-    return Run.objects.get(pk=run_id)
+        if not held.released:
+            _release(held.run.pk, held.token)
+    return held.result()
 
 
-def _renew(run: Run, token: str) -> None:
-    """Hold the lease for the rest of the run's budget plus a grace period."""
-    remaining = max((run.deadline - timezone.now()).total_seconds(), 0.0)
-    Run.objects.filter(pk=run.pk, lease_owner=token).update(
-        lease_expires=timezone.now() + timedelta(seconds=remaining + LEASE_GRACE_S)
-    )
-
-
-def _apply_decision(run: Run, token: str, state: RunState, decision: dict) -> RunState:
+def _apply_decision(held: Held, decision: dict, last: bool) -> None:
     # Waiting for a human does not eat the run's budget: the deadline moves by the time spent paused.
+    run = held.run
     paused_for = max((timezone.now() - run.updated_at).total_seconds(), 0.0)
     run.deadline = run.deadline + timedelta(seconds=paused_for)
-    state.deadline = runtime.to_epoch(run.deadline)
-    Run.objects.filter(pk=run.pk).update(deadline=run.deadline)
-    _renew(run, token)  # the lease covers the moved deadline, so no second worker claims the run meanwhile
+    held.state.deadline = runtime.to_epoch(run.deadline)
     state, events = engine.decide(
-        state, runtime.build_toolset(run), runtime.clock, interrupt=_interrupt(run), **decision
+        held.state, runtime.build_toolset(run), runtime.clock, interrupt=held.interrupt, **decision
     )
-    _commit(run, token, state, events)
-    return state
+    _commit(held, state, events, release=last or state.status != RunStatus.RUNNING)
 
 
-def _units(run: Run, token: str, state: RunState, units: int | None) -> None:
-    if state.status != RunStatus.RUNNING or units == 0:
+def _units(held: Held, units: int | None) -> None:
+    if held.state.status != RunStatus.RUNNING or units == 0:
         return
     try:
-        model = runtime.build_model(run)
+        model = runtime.build_model(held.run)
     except ProviderConfigError as exc:
+        state = held.state.copy()
         state.finish(engine.StopReason.MODEL_ERROR, error=str(exc))
-        _commit(run, token, state, [])
-        return
-    toolset, done = runtime.build_toolset(run), 0
-    while state.status == RunStatus.RUNNING and (units is None or done < units):
-        state, events = engine.advance(state, model, toolset, runtime.clock, interrupt=_interrupt(run))
-        _commit(run, token, state, events)
+        return _commit(held, state, [], release=True)
+    toolset, done = runtime.build_toolset(held.run), 0
+    while held.state.status == RunStatus.RUNNING and (units is None or done < units):
+        _unit(held, model, toolset, last_unit=units is not None and done + 1 >= units)
         done += 1
 
 
-def _interrupt(run: Run):
-    """Checked by the engine before each model and tool call: has someone cancelled the run?"""
-    return lambda: Run.objects.filter(pk=run.pk, status=RunStatus.DONE).exists()
+def _unit(held: Held, model, toolset, last_unit: bool) -> None:
+    """One unit in two commits: the model's reply is stored before any tool it asked for runs."""
+    state, events = engine.advance(held.state, model, toolset, runtime.clock, held.interrupt, reply_only=True)
+    calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
+    _commit(held, state, events, release=state.status != RunStatus.RUNNING or (last_unit and not calls_wait))
+    if calls_wait and held.state.status == RunStatus.RUNNING:
+        state, events = engine.advance(held.state, model, toolset, runtime.clock, held.interrupt)
+        _commit(held, state, events, release=state.status != RunStatus.RUNNING or last_unit)
 
 
 def _storable(value: Any) -> Any:
     """PostgreSQL text and jsonb cannot hold NUL: model or tool text with one would fail the unit's commit."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
     if isinstance(value, dict):
         return {_storable(k): _storable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -287,37 +343,58 @@ def _storable(value: Any) -> Any:
     return value
 
 
-def _commit(run: Run, token: str, state: RunState, events: list[dict]) -> None:
-    """Append the unit's steps and update the run, only while this worker still holds the lease."""
+def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -> None:
+    """Append the unit's steps and update the run in one short transaction, only while the lease is ours.
+
+    The conditional UPDATE is also the cancellation check: when it matches nothing, the run was cancelled (or the
+    lease lost) and nothing is appended.
+    """
+    run, now = held.run, timezone.now()
     fields = _storable(runtime.run_fields(state))
-    rows = runtime.step_rows(run, events)
-    for row in rows:
-        row.data = _storable(row.data)
-    now = timezone.now()
+    fields |= {"deadline": run.deadline, "updated_at": now, "version": run.version + 1}
+    fields |= {"lease_owner": "", "lease_expires": None} if release else {"lease_expires": _lease_until(run.deadline)}
+    rows = runtime.step_rows(run, [_storable(e) for e in events])
     try:
-        with transaction.atomic():
-            ours = Run.objects.filter(pk=run.pk, lease_owner=token)
-            updated = ours.exclude(status=RunStatus.DONE).update(**fields, version=F("version") + 1, updated_at=now)
-            if not updated:
-                # Cancelled meanwhile. Nothing is appended to a done run (an event stream that sent `done` has
-                # ended), but the model calls this unit paid for still count in the run's usage.
-                counters = {k: fields[k] for k in ("turns", "reflections", "prompt_tokens", "completion_tokens")}
-                if not ours.update(**counters):
-                    raise RunBusy("This worker lost the run's lease.")
-                state.finish(engine.StopReason.CANCELLED)
-                return
-            Step.objects.bulk_create(rows)
+        with transaction.atomic(savepoint=False):
+            ours = Run.objects.filter(pk=run.pk, lease_owner=held.token)
+            if not ours.exclude(status=RunStatus.DONE).update(**fields):
+                return _cancelled(held, state, fields)
+            if rows:
+                Step.objects.bulk_create(rows)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None
-    log.info(
-        "run unit committed",
-        extra={
-            "run_id": str(run.pk),
-            "user_id": run.owner_id,
-            "provider": run.provider,
-            "turn": state.turns,
-            "status": state.status,
-            "steps": len(events),
-            "latency_ms": sum(e.get("latency_ms", 0) for e in events),
-        },
-    )
+    for name, value in fields.items():
+        setattr(run, name, value)
+    held.state, held.fresh, held.released = state, True, release
+    _log_commit(run, state, events)
+
+
+def _cancelled(held: Held, state: RunState, fields: dict) -> None:
+    """Cancelled meanwhile: nothing is appended to a done run (a stream that sent `done` has ended), but the model
+    calls this unit paid for still count in the run's usage."""
+    counters = {k: fields[k] for k in ("turns", "reflections", "prompt_tokens", "completion_tokens")}
+    ours = Run.objects.filter(pk=held.run.pk, lease_owner=held.token)
+    if not ours.update(**counters, lease_owner="", lease_expires=None):
+        raise RunBusy("This worker lost the run's lease.")
+    committed = held.state.steps
+    held.run.refresh_from_db()
+    held.state = runtime.state_from_rows(held.run, [])
+    held.state.steps = list(committed)
+    held.released = True
+
+
+def _log_commit(run: Run, state: RunState, events: list[dict]) -> None:
+    """One INFO line per finished run; a DEBUG line per commit."""
+    extra = {
+        "run_id": str(run.pk),
+        "user_id": run.owner_id,
+        "provider": run.provider,
+        "turn": state.turns,
+        "status": state.status,
+        "steps": len(events),
+        "latency_ms": sum(e.get("latency_ms", 0) for e in events),
+    }
+    if state.status == RunStatus.DONE:
+        log.info("run finished", extra={**extra, "stop_reason": state.stop_reason, "total_steps": len(state.steps)})
+    elif log.isEnabledFor(logging.DEBUG):
+        log.debug("run unit committed", extra=extra)

@@ -124,13 +124,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def _create(self, request) -> Response:
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = services.start_run(owner=request.user, options=services.RunOptions(**data.validated_data))
-        if run.mode == RunMode.BACKGROUND:
-            services.enqueue(run)
-            return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
-        units = None if run.mode == RunMode.SYNC else 1
-        run = services.execute(run_id=run.pk, units=units)
-        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        run = services.submit_run(owner=request.user, options=services.RunOptions(**data.validated_data))
+        code = status.HTTP_202_ACCEPTED if run.mode == RunMode.BACKGROUND else status.HTTP_201_CREATED
+        return Response(RunSerializer(run).data, status=code)
 
     @extend_schema(request=AdvanceSerializer, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -192,8 +188,7 @@ class SeedRunView(APIView):
         allowed = {k: body[k] for k in ("input", "max_turns", "timeout_s") if k in body}
         data = RunCreateSerializer(data={**allowed, "mode": "sync", "protocol": "tools"})
         data.is_valid(raise_exception=True)
-        run = services.start_run(owner=request.user, options=services.RunOptions(**data.validated_data))
-        run = services.execute(run_id=run.pk)
+        run = services.submit_run(owner=request.user, options=services.RunOptions(**data.validated_data))
         payload = {
             "run_id": str(run.pk),
             "output": run.output,

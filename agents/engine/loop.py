@@ -82,9 +82,19 @@ def tool_specs(toolset: Toolset, state: RunState) -> list[ToolSpec]:
 
 
 def advance(
-    state: RunState, model: Model, toolset: Toolset, clock: Clock, interrupt: Interrupt | None = None
+    state: RunState,
+    model: Model,
+    toolset: Toolset,
+    clock: Clock,
+    interrupt: Interrupt | None = None,
+    *,
+    reply_only: bool = False,
 ) -> tuple[RunState, list[dict[str, Any]]]:
-    """One unit: one model call and the tool calls it asked for, pausing before a sensitive one."""
+    """One unit: one model call and the tool calls it asked for, pausing before a sensitive one.
+
+    `reply_only` stops after the model's reply is recorded, so the host can store it before any tool runs; the next
+    `advance` then runs the calls it asked for (the rest of the same unit).
+    """
     if state.status == Status.DONE:
         raise EngineError("the run is done")
     if state.status == Status.AWAITING_APPROVAL:
@@ -95,7 +105,7 @@ def advance(
     if pending_calls(state):
         _run_pending(rec, toolset)
     else:
-        _model_turn(rec, model, toolset)
+        _model_turn(rec, model, toolset, run_calls=not reply_only)
     _after_unit(rec)
     return state, rec.events
 
@@ -165,7 +175,7 @@ def pending_calls(state: RunState) -> list[ToolCall]:
     return []
 
 
-def _model_turn(rec: _Recorder, model: Model, toolset: Toolset) -> None:
+def _model_turn(rec: _Recorder, model: Model, toolset: Toolset, run_calls: bool = True) -> None:
     state = rec.state
     if state.attempt_turns >= state.max_turns:
         if state.reflections < state.max_reflections:
@@ -177,7 +187,7 @@ def _model_turn(rec: _Recorder, model: Model, toolset: Toolset) -> None:
     reply, latency = called
     outcome, thought = classify(reply, state, toolset)
     _record_reply(rec, reply, outcome, thought, latency)
-    if isinstance(outcome, Act):
+    if isinstance(outcome, Act) and run_calls:
         _run_pending(rec, toolset)
 
 

@@ -161,7 +161,7 @@ def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
     state = runtime.state_from_rows(run, run.steps.order_by("index"))
     late = [{"index": 5, "kind": "error", "latency_ms": 0, "message": "late"}]
     with pytest.raises(services.RunBusy):
-        services._commit(run, dead, state, late)
+        services._commit(services.Held(run, dead, state), state, late, release=True)
     assert step_indexes(run) == [0, 1, 2, 3, 4]
 
 
