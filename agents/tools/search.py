@@ -1,4 +1,4 @@
-"""The `search` tool: Tavily when TAVILY_API_KEY is set, else the DuckDuckGo Instant Answer API."""
+"""The `search` tool: Tavily when TAVILY_API_KEY is set, falling back to the DuckDuckGo Instant Answer API."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ MAX_SNIPPET_CHARS = 500
 MAX_RELATED_TOPICS = 8
 TAVILY_MAX_RESULTS = 5
 TRUNCATED_MARKER = "… [truncated]"
+# Tavily may use this part of SEARCH_TIMEOUT_S; the rest is kept for the DuckDuckGo fallback, so one bound holds.
+TAVILY_SHARE = 0.6
 
 _session: requests.Session | None = None
 
@@ -41,60 +43,71 @@ def _clip(text: str, limit: int) -> str:
     return text[: limit - len(TRUNCATED_MARKER)].rstrip() + TRUNCATED_MARKER
 
 
-def _read_capped(resp: requests.Response, deadline: float) -> bytes:
+class SearchFailure(ToolError):
+    """One provider failed: the message names it and says how; `reason` is the short form for a fallback note."""
+
+    def __init__(self, detail: str, reason: str) -> None:
+        super().__init__(f"search failed: {detail}")
+        self.detail, self.reason = detail, reason
+
+
+def _read_capped(resp: requests.Response, deadline: float, provider: str) -> bytes:
     """Read the body up to MAX_BODY_BYTES, failing past the cap or the deadline."""
     declared = resp.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise ToolError("search failed: response too large")
+        raise SearchFailure(f"{provider} response too large", "response too large")
     chunks: list[bytes] = []
     size = 0
     for chunk in resp.iter_content(chunk_size=65536):
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise ToolError("search failed: response too large")
+            raise SearchFailure(f"{provider} response too large", "response too large")
         if time.monotonic() > deadline:
-            raise ToolError("search failed: the provider timed out")
+            raise SearchFailure(f"{provider} timed out", "timeout")
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _fetch_json(provider: str, method: str, url: str, **kwargs: Any) -> Any:
-    """Send one request and return the decoded JSON body; every failure becomes a key-free ToolError."""
-    timeout = float(settings.SEARCH_TIMEOUT_S)
+def _fetch_json(provider: str, method: str, url: str, deadline: float, **kwargs: Any) -> Any:
+    """Send one request, done by `deadline` (monotonic), and decode its JSON; every failure is a key-free one."""
     start = time.monotonic()
+    budget = deadline - start
     status: int | None = None
     try:
-        with _get_session().request(method, url, timeout=timeout, stream=True, **kwargs) as resp:
+        if budget <= 0:  # nothing left of the bound: fail as a timeout would, without sending
+            raise requests.Timeout
+        with _get_session().request(method, url, timeout=budget, stream=True, **kwargs) as resp:
             status = resp.status_code
             if not 200 <= status < 300:
-                raise ToolError(f"search failed: {provider} returned HTTP {status}")
-            body = _read_capped(resp, start + timeout)
+                raise SearchFailure(f"{provider} returned HTTP {status}", f"HTTP {status}")
+            body = _read_capped(resp, deadline, provider)
     except requests.Timeout:
         # `from None`: request exceptions may quote header values, which must never surface.
-        raise ToolError(f"search failed: {provider} timed out after {timeout:g}s") from None
+        raise SearchFailure(f"{provider} timed out after {max(budget, 0):.3g}s", "timeout") from None
     except requests.RequestException as exc:
         logger.warning("search provider=%s error=%s", provider, type(exc).__name__)
-        raise ToolError(f"search failed: could not reach {provider}") from None
+        raise SearchFailure(f"could not reach {provider}", "unreachable") from None
     finally:
         latency_ms = (time.monotonic() - start) * 1000
         logger.info("search provider=%s status=%s latency_ms=%.0f", provider, status, latency_ms)
     try:
         return json.loads(body)
     except ValueError:
-        raise ToolError(f"search failed: {provider} returned invalid JSON") from None
+        raise SearchFailure(f"{provider} returned invalid JSON", "invalid JSON") from None
 
 
-def _tavily(query: str, api_key: str) -> str:
+def _tavily(query: str, api_key: str, deadline: float) -> str:
     """Query Tavily (key only in the Authorization header) and format its results."""
     data = _fetch_json(
         "tavily",
         "POST",
         settings.TAVILY_URL,
+        deadline,
         json={"query": query, "max_results": TAVILY_MAX_RESULTS},
         headers={"Authorization": f"Bearer {api_key}"},
     )
     if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
-        raise ToolError("search failed: tavily returned an unexpected response shape")
+        raise SearchFailure("tavily returned an unexpected response shape", "unexpected response")
     return _format_tavily(query, data)
 
 
@@ -106,7 +119,7 @@ def _format_tavily(query: str, data: dict[str, Any]) -> str:
         lines.append(f"Answer: {_clip(answer.strip(), MAX_SNIPPET_CHARS)}")
     for number, item in enumerate(data.get("results", []), start=1):
         if not isinstance(item, dict):
-            raise ToolError("search failed: tavily returned an unexpected response shape")
+            raise SearchFailure("tavily returned an unexpected response shape", "unexpected response")
         title = _text(item.get("title")) or "(untitled)"
         url = _text(item.get("url"))
         content = _clip(_text(item.get("content")), MAX_SNIPPET_CHARS)
@@ -117,12 +130,12 @@ def _format_tavily(query: str, data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _duckduckgo(query: str) -> str:
+def _duckduckgo(query: str, deadline: float) -> str:
     """Query the DuckDuckGo Instant Answer API and format what it knows."""
     params = {"q": query, "format": "json", "no_html": "1", "skip_disambig": "1"}
-    data = _fetch_json("duckduckgo", "GET", settings.DUCKDUCKGO_URL, params=params)
+    data = _fetch_json("duckduckgo", "GET", settings.DUCKDUCKGO_URL, deadline, params=params)
     if not isinstance(data, dict) or not isinstance(data.get("RelatedTopics") or [], list):
-        raise ToolError("search failed: duckduckgo returned an unexpected response shape")
+        raise SearchFailure("duckduckgo returned an unexpected response shape", "unexpected response")
     lines = _ddg_lines(data)
     if not lines:
         return f"No instant answer found for '{query}'."
@@ -176,9 +189,25 @@ def search(arguments: dict[str, Any], context: ToolContext) -> str:
     query = query.strip()
     if len(query) > MAX_QUERY_CHARS:
         raise ToolError(f"search query is too long (max {MAX_QUERY_CHARS} characters)")
+    deadline = time.monotonic() + float(settings.SEARCH_TIMEOUT_S)
     api_key = str(getattr(settings, "TAVILY_API_KEY", "") or "").strip()
-    text = _tavily(query, api_key) if api_key else _duckduckgo(query)
+    text = _tavily_or_duckduckgo(query, api_key, deadline) if api_key else _duckduckgo(query, deadline)
     return _clip(text, MAX_RESULT_CHARS)
+
+
+def _tavily_or_duckduckgo(query: str, api_key: str, deadline: float) -> str:
+    """Tavily within its share of the time; if it fails, DuckDuckGo in the rest. The first line names who answered."""
+    share = (deadline - time.monotonic()) * TAVILY_SHARE
+    try:
+        return "Results from Tavily\n" + _tavily(query, api_key, time.monotonic() + share)
+    except SearchFailure as exc:
+        tavily = exc
+    logger.warning("search provider=tavily failed reason=%s; falling back to duckduckgo", tavily.reason)
+    try:
+        text = _duckduckgo(query, deadline)
+    except SearchFailure as exc:
+        raise ToolError(f"search failed: {tavily.detail}; {exc.detail}") from None
+    return f"Results from DuckDuckGo (Tavily failed: {tavily.reason})\n{text}"
 
 
 SEARCH_TOOL = registry.register(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -23,9 +24,10 @@ def run(query: str) -> str:
 
 @pytest.fixture
 def tavily(settings, stub):
-    """Point the Tavily branch at the stub."""
+    """Point the Tavily branch, and its DuckDuckGo fallback (unscripted: 404), at the stub."""
     settings.TAVILY_API_KEY = FAKE_KEY
     settings.TAVILY_URL = stub.url + "/search"
+    settings.DUCKDUCKGO_URL = stub.url + "/ddg/"
     settings.SEARCH_TIMEOUT_S = 5.0
     return stub
 
@@ -90,6 +92,7 @@ def test_tavily_sends_key_only_in_header_and_formats_results(tavily):
     assert FAKE_KEY.encode() not in req.body
     assert req.json() == {"query": "django", "max_results": 5}
     assert out.splitlines() == [
+        "Results from Tavily",
         "1. Django",
         "   https://www.djangoproject.com/",
         "   The web framework.",
@@ -108,7 +111,7 @@ def test_tavily_reads_settings_at_call_time(tavily, settings):
 
 def test_tavily_empty_results(tavily):
     tavily.add("POST", "/search", json={"query": "zzz", "results": []})
-    assert run("zzz") == "No results found for 'zzz'."
+    assert run("zzz") == "Results from Tavily\nNo results found for 'zzz'."
 
 
 def test_tavily_500_names_status(tavily):
@@ -141,9 +144,9 @@ def test_oversized_body_without_content_length_is_refused(tavily, monkeypatch):
     tavily.add("POST", "/search", body=b"x" * 3_000_000)
     real_read = search_mod._read_capped
 
-    def no_length(resp, deadline):
+    def no_length(resp, *args):
         resp.headers.pop("Content-Length", None)
-        return real_read(resp, deadline)
+        return real_read(resp, *args)
 
     monkeypatch.setattr(search_mod, "_read_capped", no_length)
     with pytest.raises(ToolError, match="too large"):
@@ -171,8 +174,9 @@ def test_timeout_is_a_tool_error(tavily, settings):
 def test_connection_refused_is_a_tool_error(settings):
     settings.TAVILY_API_KEY = FAKE_KEY
     settings.TAVILY_URL = f"http://127.0.0.1:{closed_port()}/search"
+    settings.DUCKDUCKGO_URL = f"http://127.0.0.1:{closed_port()}/"
     settings.SEARCH_TIMEOUT_S = 2.0
-    with pytest.raises(ToolError, match="could not reach tavily"):
+    with pytest.raises(ToolError, match="could not reach tavily; could not reach duckduckgo"):
         run("django")
 
 
@@ -212,7 +216,8 @@ def test_malformed_key_does_not_leak_through_requests_errors(tavily, settings, c
     assert FAKE_KEY not in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
     assert all(FAKE_KEY not in r.getMessage() for r in caplog.records)
-    assert tavily.requests == []
+    assert tavily.count("POST", "/search") == 0  # refused before sending; only the fallback went out
+    assert all("authorization" not in r.headers for r in tavily.requests)
 
 
 def test_logs_provider_status_latency_not_results(tavily, caplog):
@@ -315,3 +320,99 @@ def test_ddg_connection_refused(settings):
     settings.SEARCH_TIMEOUT_S = 2.0
     with pytest.raises(ToolError, match="could not reach duckduckgo"):
         run("python")
+
+
+# --- Tavily failing: DuckDuckGo answers within the same overall bound ---------------------------------------------
+
+
+def first_line(out: str) -> str:
+    return out.split("\n", 1)[0]
+
+
+def test_tavily_ok_answers_and_duckduckgo_is_not_asked(tavily):
+    tavily.add("POST", "/search", json=TAVILY_OK)
+    tavily.add("GET", "/ddg/", json=DDG_OK)
+    out = run("django")
+    assert first_line(out) == "Results from Tavily"
+    assert "1. Django" in out and "Python is a programming language." not in out
+    assert (tavily.count("POST", "/search"), tavily.count("GET", "/ddg/")) == (1, 0)
+
+
+def test_tavily_500_falls_back_to_duckduckgo(tavily, caplog):
+    caplog.set_level(logging.INFO, logger=search_mod.__name__)
+    tavily.add("POST", "/search", status=500, json={"detail": f"boom {FAKE_KEY}"})
+    tavily.add("GET", "/ddg/", json=DDG_OK)
+
+    out = run("python")
+
+    assert first_line(out) == "Results from DuckDuckGo (Tavily failed: HTTP 500)"
+    assert "Python: Python is a programming language." in out
+    assert (tavily.count("POST", "/search"), tavily.count("GET", "/ddg/")) == (1, 1)
+    assert FAKE_KEY not in out and all(FAKE_KEY not in r.getMessage() for r in caplog.records)
+    assert "authorization" not in tavily.requests[1].headers  # the key never goes to the fallback
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        ({"status": 503, "body": "unavailable"}, "HTTP 503"),
+        ({"status": 401, "json": {"detail": "bad key"}}, "HTTP 401"),
+        ({"body": "<html>not json</html>"}, "invalid JSON"),
+        ({"json": {"results": "nope"}}, "unexpected response"),
+    ],
+)
+def test_any_tavily_failure_falls_back_and_says_why(tavily, failure, reason):
+    tavily.add("POST", "/search", **failure)
+    tavily.add("GET", "/ddg/", json={"Answer": "42", "RelatedTopics": []})
+    assert run("answer") == f"Results from DuckDuckGo (Tavily failed: {reason})\nAnswer: 42"
+
+
+def test_tavily_unreachable_falls_back(tavily, settings):
+    settings.TAVILY_URL = f"http://127.0.0.1:{closed_port()}/search"
+    tavily.add("GET", "/ddg/", json={"Answer": "42", "RelatedTopics": []})
+    assert run("answer") == "Results from DuckDuckGo (Tavily failed: unreachable)\nAnswer: 42"
+
+
+def test_slow_tavily_leaves_duckduckgo_time_within_the_same_bound(tavily, settings):
+    settings.SEARCH_TIMEOUT_S = 2.0
+    tavily.add("POST", "/search", json=TAVILY_OK, delay_s=3.0)  # longer than Tavily's share, and than the bound
+    tavily.add("GET", "/ddg/", json=DDG_OK, delay_s=0.5)  # fits only if Tavily gave up well before the bound
+
+    started = time.monotonic()
+    out = run("python")
+    elapsed = time.monotonic() - started
+
+    assert first_line(out) == "Results from DuckDuckGo (Tavily failed: timeout)"
+    assert "Python is a programming language." in out
+    assert elapsed < 2.0
+    assert elapsed > 2.0 * search_mod.TAVILY_SHARE  # Tavily did get its share first
+
+
+def test_both_slow_fail_within_the_bound(tavily, settings):
+    settings.SEARCH_TIMEOUT_S = 1.0
+    tavily.add("POST", "/search", json=TAVILY_OK, delay_s=3.0)
+    tavily.add("GET", "/ddg/", json=DDG_OK, delay_s=3.0)
+    started = time.monotonic()
+    with pytest.raises(ToolError, match=r"^search failed: tavily timed out after .*; duckduckgo timed out after "):
+        run("python")
+    assert time.monotonic() - started < 1.0 + 0.3  # the bound, plus scheduling slack on a busy machine
+
+
+def test_both_failing_is_one_clear_error_naming_each(tavily):
+    tavily.add("POST", "/search", status=500, json={"detail": f"boom {FAKE_KEY}"})
+    tavily.add("GET", "/ddg/", status=503, body="unavailable")
+    with pytest.raises(ToolError) as info:
+        run("python")
+    assert str(info.value) == "search failed: tavily returned HTTP 500; duckduckgo returned HTTP 503"
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_both_failing_is_an_error_result_for_the_model(tavily):
+    from agents.engine.dispatch import Toolset, run_tool
+
+    tavily.add("POST", "/search", status=500)
+    tools = Toolset(tools={"search": registry.get("search")}, context=CTX)
+    result = run_tool(tools, "search", {"query": "python"}, timeout_s=15.0)
+    assert result.is_error is True
+    assert "tavily returned HTTP 500; duckduckgo returned HTTP 404" in result.output
+    assert FAKE_KEY not in result.output
