@@ -25,7 +25,7 @@ STOP_WORDS = frozenset(
 
 
 class MemoryError_(ValueError):
-    """Bad input for memory (empty or too long text)."""
+    """Bad input for memory (empty, too long, or a NUL character)."""
 
 
 def normalise(text: str) -> str:
@@ -39,7 +39,10 @@ def _digest(text: str) -> str:
 
 
 def clean_text(text: str) -> str:
+    """The stored form: whitespace collapsed; refused when empty, too long, or holding a NUL character."""
     cleaned = " ".join(str(text).split())
+    if "\x00" in cleaned:  # PostgreSQL cannot store it; refuse it on every database, in our words, before any query
+        raise MemoryError_("A fact cannot contain the NUL character (U+0000).")
     if not cleaned:
         raise MemoryError_("A fact needs some text.")
     if len(cleaned) > MAX_FACT_CHARS:
