@@ -48,7 +48,11 @@ class NotAllowed(ServiceError):
 
 
 class RunBusy(ServiceError):
-    """409: another worker is advancing this run right now."""
+    """409: another worker is advancing this run right now (or it is not in a status the caller can work on)."""
+
+    def __init__(self, detail: Any, status: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
 
 
 class RunFinished(ServiceError):
@@ -141,14 +145,18 @@ def enqueue(run: Run) -> None:
 
 def advance_run(*, run_id, actor, approval: bool | None = None, arguments=None, reason: str | None = None) -> Run:
     """The API's advance: one unit for a running run; a decision (then continue per mode) when paused."""
-    run = Run.objects.get(pk=run_id)
-    if run.status == RunStatus.DONE:
-        raise RunFinished("The run is done.")
-    if run.status == RunStatus.AWAITING_APPROVAL:
-        if approval is None:
-            raise InvalidRequest({"approval": ["This run is awaiting approval: send approval true or false."]})
-        return decide_approval(run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason)
-    return execute(run_id=run_id, units=1)
+    if approval is not None:  # most likely a decision: try it first (no separate status read either way)
+        try:
+            return decide_approval(run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason)
+        except RunBusy as exc:
+            if exc.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+                raise
+    try:
+        return execute(run_id=run_id, units=1)
+    except RunBusy as exc:
+        if exc.status != RunStatus.AWAITING_APPROVAL:
+            raise
+    raise InvalidRequest({"approval": ["This run is awaiting approval: send approval true or false."]})
 
 
 def decide_approval(
@@ -165,7 +173,7 @@ def decide_approval(
         raise (
             RunFinished("The run is not awaiting approval.")
             if run.status == RunStatus.DONE
-            else RunBusy("The run is not awaiting approval.")
+            else RunBusy("The run is not awaiting approval.", status=run.status)
         )
     if arguments is not None:  # checked before anything is recorded: a bad edit is a 400, never a failed tool step
         _check_edited_arguments(run, arguments)
@@ -236,7 +244,7 @@ def _claim(run_id, statuses: list[str]) -> str:
         raise Run.DoesNotExist
     if status == RunStatus.DONE:
         raise RunFinished("The run is done.")
-    raise RunBusy("Another request is advancing this run right now.")
+    raise RunBusy("Another request is advancing this run right now.", status=status)
 
 
 class Held:

@@ -1,0 +1,109 @@
+"""Query budgets of the hot endpoints, pinned exactly (issue 12): a regression (an N+1, a read-back, a second
+cancellation check) fails CI instead of creeping in. Counts are of statements sent while serving the request.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from memory import services as memory
+from tests.api.conftest import ARITHMETIC, RUNS, create_run, make_runs, run_url
+from tests.conftest import client_for
+
+pytestmark = pytest.mark.django_db
+
+# One per request: the token look-up (with its user). The rate limit on routes that may call a model: one upsert on
+# the database, or a Redis pipeline (no SQL) when REDIS_URL is set.
+AUTH, RATE_LIMIT = 1, 0 if settings.REDIS_URL else 1
+
+
+@pytest.fixture
+def quiet(settings, no_search_network):
+    settings.AGENT_RATE_LIMIT = "100000/m"
+    return no_search_network
+
+
+def test_creating_a_three_turn_sync_run(api, quiet, django_assert_num_queries):
+    # insert (held) + 5 commits of 2 statements: reply 1, tools 1, reply 2, tools 2, final reply (lease released)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 5 * 2):
+        response = create_run(api)
+    assert response.status_code == 201
+    assert response.json()["output"] == "85"
+
+
+def test_a_step_mode_advance(api, quiet, django_assert_num_queries):
+    run = create_run(api, mode="step").json()
+    # read the run, claim it, read it and its steps, commit the reply + commit its tools (lease released)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 1 + 2 + 2 * 2):
+        response = api.post(run_url(run["id"], "advance"), {}, format="json")
+    assert response.status_code == 200 and response.json()["turns"] == 2
+
+
+def test_an_approval_decision(api, quiet, reviewer, django_assert_num_queries):
+    run = create_run(api, input="search python", mode="step").json()
+    assert run["status"] == "awaiting_approval"
+    staff = client_for(reviewer)
+    # the view's look-up, the reviewer's permissions (2), the service's read, claim, read run and steps, commit
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 2 + 1 + 1 + 2 + 2):
+        response = staff.post(run_url(run["id"], "advance"), {"approval": False}, format="json")
+    assert response.status_code == 200
+    assert response.json()["status"] == "running"
+
+
+def test_a_runs_detail(api, quiet, django_assert_num_queries):
+    run = create_run(api).json()
+    with django_assert_num_queries(AUTH + 2):  # the run, its steps
+        response = api.get(run_url(run["id"]))
+    assert len(response.json()["steps"]) == 5
+
+
+def test_the_run_list_at_50_rows(api, alice, django_assert_num_queries):
+    make_runs(alice, 49)
+    make_runs(alice, 1, status="awaiting_approval", stop_reason=None, output=None)
+    with django_assert_num_queries(AUTH + 3):  # count, page, the paused runs' steps
+        response = api.get(RUNS, {"limit": 50})
+    assert len(response.json()["results"]) == 50
+
+
+def test_an_event_stream_replay(api, quiet, django_assert_num_queries):
+    run = create_run(api).json()
+    response = api.get(run_url(run["id"], "events"))
+    with django_assert_num_queries(2):  # the run, its steps (the view's own look-up ran before streaming)
+        body = b"".join(response.streaming_content).decode()
+    assert body.count("event: step") == 5 and "event: done" in body
+
+
+def test_the_memory_list(api, alice, django_assert_num_queries):
+    for i in range(30):
+        memory.remember(alice, f"fact number {i}")
+    with django_assert_num_queries(AUTH + 2):  # count, page
+        response = api.get("/api/v1/memory/facts", {"limit": 20})
+    assert len(response.json()["results"]) == 20
+
+
+def test_memory_recall(api, alice, django_assert_num_queries):
+    for i in range(30):
+        memory.remember(alice, f"the user likes colour {i}")
+    with django_assert_num_queries(AUTH + 3):  # count, ranked ids, their rows
+        response = api.get("/api/v1/memory/facts", {"q": "colour"})
+    assert response.json()["count"] == 30
+
+
+def test_a_sync_run_costs_at_most_14_statements(api, quiet):
+    """The issue's budget, on whichever database this suite runs on (SQLite or PostgreSQL)."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert create_run(api, input=ARITHMETIC).status_code == 201
+    assert len(ctx.captured_queries) <= 14, [q["sql"][:80] for q in ctx.captured_queries]
+
+
+def test_nothing_else_is_read_back(api, quiet):
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        create_run(api)
+    reads = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("SELECT")]
+    assert len(reads) == AUTH, reads  # the run and its steps are never read back: the response is built in memory
