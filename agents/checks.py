@@ -11,7 +11,7 @@ PER_PROCESS_CACHES = {
 
 @checks.register(checks.Tags.caches)
 def check_shared_cache(app_configs=None, **kwargs):
-    """Rate limits and idempotency live in the cache: a per-process cache would let every worker count alone."""
+    """The default cache is shared state (the health check reads it back): a per-process one would not be."""
     backend = settings.CACHES["default"]["BACKEND"]
     if backend in PER_PROCESS_CACHES:
         return [

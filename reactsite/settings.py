@@ -44,7 +44,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_filters",
-    "django_ratelimit",
     "django_tasks_db",
     "agents",
     "memory",
@@ -141,13 +140,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=256
 
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
 
-# Rate limits (django-ratelimit) count in the shared default cache. Its check E003 flags Django's DatabaseCache
-# because its incr is not atomic; the embedded default uses reactsite.cache.AtomicDatabaseCache, whose incr is, so
-# E003 does not fire. W001 ("not officially supported") fires for every backend but memcached and django-redis:
-# Django's own RedisCache increments atomically in Redis and our database cache does too, so W001 is silenced.
-# A per-process cache (locmem, dummy) is refused by our own check reactsite.E001 (agents/checks.py).
-RATELIMIT_USE_CACHE = "default"
-SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
+# Rate limits count in Redis (REDIS_URL) or in their own table, one round trip per check (agents/ratelimit.py),
+# never in the cache. A per-process cache (locmem, dummy) is still refused by reactsite.E001 (agents/checks.py).
 
 # Request ids: echoed from X-Request-ID or generated, returned on every response, added to every log line.
 LOG_REQUEST_ID_HEADER = "HTTP_X_REQUEST_ID"

@@ -1,28 +1,32 @@
-"""The agent rate limit: django-ratelimit counters in the shared cache, answered the DRF way (429 + Retry-After)."""
+"""The agent rate limit, answered the DRF way (429 + Retry-After); the counting is agents.ratelimit's."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django_ratelimit.core import get_usage
+from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from agents import ratelimit
 
 GROUP = "agents.calls"  # one budget for every route that can cause a model or tool call
 
 
-def _rate(group, request) -> str:
-    return settings.AGENT_RATE_LIMIT  # read per request, so a settings change applies at once
-
-
 class AgentRateThrottle(BaseThrottle):
-    """AGENT_RATE_LIMIT per user (per IP when anonymous), shared by all processes through the cache."""
+    """AGENT_RATE_LIMIT per user (per IP when anonymous), shared by all processes (Redis or the database)."""
 
-    def allow_request(self, request, view) -> bool:
-        usage = get_usage(request, group=GROUP, key="user_or_ip", rate=_rate, method="POST", increment=True)
-        self._wait = None
-        if usage is None or not usage["should_limit"]:
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        """Count a POST against the budget; refuse it once the budget of the current window is spent."""
+        self._wait: int | None = None
+        if request.method != "POST":  # only POSTs can cause a model or tool call (OPTIONS, say, costs nothing)
             return True
-        self._wait = max(1, int(usage["time_left"]))
+        # The setting is read per request, so a settings change applies at once.
+        usage = ratelimit.hit(GROUP, ratelimit.client_value(request), settings.AGENT_RATE_LIMIT)
+        if usage.allowed:
+            return True
+        self._wait = usage.retry_after
         return False
 
     def wait(self) -> float | None:
+        """Seconds until the window closes (the Retry-After header)."""
         return self._wait

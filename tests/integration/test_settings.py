@@ -17,7 +17,8 @@ from tests.integration._support import ROOT, clean_env, manage, run_py
 
 REDIS = "redis://127.0.0.1:6379/0"  # never connected to: loading settings and running checks does not touch it
 SECURITY = ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS")
-SHOWN = (*SECURITY, "DEBUG", "ALLOWED_HOSTS", "CACHES", "SILENCED_SYSTEM_CHECKS", "RATELIMIT_USE_CACHE")
+SHOWN = (*SECURITY, "DEBUG", "ALLOWED_HOSTS", "CACHES", "INSTALLED_APPS", "SILENCED_SYSTEM_CHECKS")
+SHOWN += ("RATELIMIT_USE_CACHE",)  # django-ratelimit's, gone with it
 
 # Executes reactsite/settings.py once per environment given on stdin; prints the values (or the error) as JSON.
 LOADER = f"""
@@ -136,7 +137,6 @@ def test_production_uses_a_shared_cache(loaded, case):
         else "reactsite.cache.AtomicDatabaseCache"
     )
     assert backend == expected
-    assert loaded[case]["RATELIMIT_USE_CACHE"] == "default"
 
 
 @pytest.mark.parametrize(
@@ -160,34 +160,31 @@ def test_a_shared_cache_passes_the_check(backend):
         assert check_shared_cache() == []
 
 
-def test_ratelimit_checks_silence_only_w001(loaded):
-    """Both configurations silence only W001 ("not officially supported"); E003 (non-atomic incr) stays live."""
+def test_django_ratelimit_is_gone_and_no_check_is_silenced(loaded):
+    """Rate limits are agents.ratelimit's now: no django_ratelimit app or setting, nothing silenced."""
     for name in ("production_redis", "production"):
-        assert loaded[name]["SILENCED_SYSTEM_CHECKS"] == ["django_ratelimit.W001"]
+        values = loaded[name]
+        assert "django_ratelimit" not in values["INSTALLED_APPS"]
+        assert values["RATELIMIT_USE_CACHE"] is None
+        assert not values["SILENCED_SYSTEM_CHECKS"], values["SILENCED_SYSTEM_CHECKS"]
 
 
-def test_the_embedded_default_cache_raises_no_ratelimit_error():
-    """The embedded default's cache increments atomically, so django_ratelimit finds nothing to object to."""
-    from django.conf import settings as live
-
-    if live.CACHES["default"]["BACKEND"] != "reactsite.cache.AtomicDatabaseCache":
-        pytest.skip("this run uses REDIS_URL")
-    ids = {m.id for m in checks.run_checks(tags=[checks.Tags.caches])}
-    assert "django_ratelimit.E003" not in ids
-    assert "reactsite.E001" not in ids
+def test_the_configured_cache_passes_every_cache_check():
+    """The cache of this run (the embedded default, or Redis) raises nothing, with nothing silenced."""
+    assert checks.run_checks(tags=[checks.Tags.caches]) == []
 
 
-def test_django_plain_database_cache_would_still_be_flagged():
-    """E003 is not silenced: configuring Django's non-atomic DatabaseCache is reported by `check`."""
+def test_django_plain_database_cache_is_fine_now():
+    """Its non-atomic incr no longer matters (no counter lives in the cache): no cache check objects to it."""
     with override_settings(
         CACHES={"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "x"}}
     ):
-        ids = {m.id for m in checks.run_checks(tags=[checks.Tags.caches]) if not m.is_silenced()}
-    assert "django_ratelimit.E003" in ids
+        ids = [m.id for m in checks.run_checks(tags=[checks.Tags.caches])]
+    assert ids == []
 
 
-def test_ratelimit_check_reports_a_per_process_cache_even_so():
-    """Silencing is by id for the configured backend: a LocMemCache configuration still fails `check`."""
+def test_a_per_process_cache_fails_check_in_production():
+    """With production settings a LocMemCache configuration fails `check` with our E001, and nothing else."""
     code = (
         "from django.conf import settings\n"
         "from django.core import checks\n"
@@ -199,4 +196,4 @@ def test_ratelimit_check_reports_a_per_process_cache_even_so():
     proc = run_py(code, env=clean_env(**production(REDIS_URL=REDIS)))
 
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert set(proc.stdout.split()) >= {"reactsite.E001", "django_ratelimit.E003"}
+    assert proc.stdout.split() == ["reactsite.E001"]
