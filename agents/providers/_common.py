@@ -252,3 +252,16 @@ def run_call(name: str, errors: SdkErrors, budget: Budget, call: Callable[[], by
             message = safe_message(name, exc, errors, budget, state.attempts)
     log.warning("LLM call failed: %s", message)
     raise ModelError(message)
+
+
+def post_json(client: Any, path: str, payload: bytes, budget: Budget, raw: type) -> bytes:
+    """POST a body we serialised ourselves through the SDK's own request path (auth, headers, retries, errors).
+
+    The SDK's typed `create()` re-walks every message and tool schema on every call (about a third of a run's CPU
+    with an instant model); our body is plain JSON already, so the SDK's public `post` sends it as it is. Per-call
+    timeout and retries go in the request options (no client copy per call). `raw` is the SDK transport's response
+    class: asking for it returns the response unparsed.
+    """
+    options = {"timeout": budget.timeout_s, "max_retries": budget.max_retries}
+    response = client.post(path, cast_to=raw, content=payload, options=options)
+    return bytes(response.content)

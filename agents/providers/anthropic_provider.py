@@ -44,12 +44,12 @@ class AnthropicProvider(_common.KeyedProvider):
     def complete(self, request: ModelRequest) -> ModelReply:
         """One Messages call; ModelError with a safe message on any failure."""
         budget = _common.call_budget(self.name, request.timeout_s)
-        client = self.client().with_options(timeout=budget.timeout_s, max_retries=budget.max_retries)
-        kwargs = build_kwargs(self.model, self.max_tokens, request)
+        client = self.client()
+        payload = json.dumps(build_kwargs(self.model, self.max_tokens, request)).encode()
 
         def call() -> bytes:
             """The raw reply body (parsed and shape-checked by us, not by the SDK)."""
-            return client.messages.with_raw_response.create(**kwargs).http_response.content
+            return _common.post_json(client, "/v1/messages", payload, budget, httpx2.Response)
 
         body = _common.run_call(self.name, ERRORS, budget, call)
         return parse_reply(self.name, _common.parse_json_body(self.name, body))

@@ -40,15 +40,29 @@ class OpenAIProvider(_common.KeyedProvider):
     def complete(self, request: ModelRequest) -> ModelReply:
         """One Chat Completions call; ModelError with a safe message on any failure."""
         budget = _common.call_budget(self.name, request.timeout_s)
-        client = self.client().with_options(timeout=budget.timeout_s, max_retries=budget.max_retries)
-        kwargs = build_kwargs(self.name, self.model, request)
+        client = self.client()
+        payload = self.payload(request)
 
         def call() -> bytes:
             """The raw reply body (parsed and shape-checked by us, not by the SDK)."""
-            return client.chat.completions.with_raw_response.create(**kwargs).http_response.content
+            return _common.post_json(client, "/chat/completions", payload, budget, httpx2.Response)
 
         body = _common.run_call(self.name, ERRORS, budget, call)
         return parse_reply(self.name, _common.parse_json_body(self.name, body))
+
+    def payload(self, request: ModelRequest) -> bytes:
+        """The request body as JSON; the tools part is serialised once per provider instance (once per run)."""
+        head = json.dumps({"model": self.model, "messages": wire_messages(self.name, request.messages)})
+        if request.protocol != "tools" or not request.tools:
+            return head.encode()
+        return (head[:-1] + ', "tools": ' + self.tools_json(request.tools) + "}").encode()
+
+    def tools_json(self, tools: Sequence[ToolSpec]) -> str:
+        names = tuple(t.name for t in tools)
+        cache: dict[tuple[str, ...], str] = self.__dict__.setdefault("_tools_json", {})
+        if names not in cache:
+            cache[names] = json.dumps(wire_tools(tools))
+        return cache[names]
 
 
 class XAIProvider(OpenAIProvider):
@@ -94,14 +108,6 @@ def build_client(base_url: str, api_key: str) -> openai.OpenAI:
 
 
 # --- request ---------------------------------------------------------------------------------------------------
-
-
-def build_kwargs(name: str, model: str, request: ModelRequest) -> dict[str, Any]:
-    """Arguments of chat.completions.create: tools only in the tools protocol."""
-    kwargs: dict[str, Any] = {"model": model, "messages": wire_messages(name, request.messages)}
-    if request.protocol == "tools" and request.tools:
-        kwargs["tools"] = wire_tools(request.tools)
-    return kwargs
 
 
 def wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
