@@ -19,10 +19,10 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from agents import engine, runtime
+from agents import engine, persist, runtime
 from agents.engine import RunState
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
-from agents.models import Run, RunMode, RunStatus, Step, StopReason
+from agents.models import Run, RunMode, RunStatus, StopReason
 from agents.permissions import can_decide, can_invoke_sensitive
 from agents.providers import ProviderConfigError, validate_choice
 from agents.tools import ToolContext
@@ -360,15 +360,18 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     run, now = held.run, timezone.now()
     fields = _storable(runtime.run_fields(state))
     fields |= {"deadline": run.deadline, "updated_at": now, "version": run.version + 1}
-    fields |= {"lease_owner": "", "lease_expires": None} if release else {"lease_expires": _lease_until(run.deadline)}
+    lease = {"lease_owner": "", "lease_expires": None}
+    if not release:
+        lease = {"lease_owner": held.token, "lease_expires": _lease_until(run.deadline)}
+    fields |= lease
     rows = runtime.step_rows(run, [_storable(e) for e in events])
+    for row in rows:
+        row.created_at = now
     try:
         with transaction.atomic(savepoint=False):
-            ours = Run.objects.filter(pk=run.pk, lease_owner=held.token)
-            if not ours.exclude(status=RunStatus.DONE).update(**fields):
+            if not persist.update_held_run(run.pk, held.token, fields):
                 return _cancelled(held, state, fields)
-            if rows:
-                Step.objects.bulk_create(rows)
+            persist.insert_steps(rows)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None
     for name, value in fields.items():

@@ -1,0 +1,70 @@
+"""The hot path's two writes, as SQL built once per database: update the held run, append its steps.
+
+Part of the services layer (called inside their transactions, never on its own). A unit's commit runs five times
+in a three-turn run; building these statements through the ORM each time (filter trees, compilers, quoting) cost
+more CPU than the model call's HTTP round trip. Values still go through each field's own `get_db_prep_save`, so
+they are adapted exactly as the ORM would adapt them (UUIDs, datetimes, JSON).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from django.db import connection
+
+from agents.models import Run, RunStatus, Step
+
+RUN_COLUMNS = (
+    "status", "stop_reason", "output", "error", "turns", "reflections", "attempt_start_turn", "prompt_tokens",
+    "completion_tokens", "deadline", "updated_at", "version", "lease_owner", "lease_expires",
+)  # fmt: skip
+STEP_COLUMNS = ("run", "index", "kind", "data", "latency_ms", "created_at")
+
+
+@cache
+def _update_sql(vendor: str) -> str:
+    q = connection.ops.quote_name
+    sets = ", ".join(f"{q(Run._meta.get_field(c).column)} = %s" for c in RUN_COLUMNS)
+    where = f"{q('id')} = %s AND {q('lease_owner')} = %s AND {q('status')} <> %s"
+    return f"UPDATE {q(Run._meta.db_table)} SET {sets} WHERE {where}"  # noqa: S608 - our own table and columns
+
+
+@cache
+def _insert_head(vendor: str) -> str:
+    q = connection.ops.quote_name
+    columns = ", ".join(q(Step._meta.get_field(c).column) for c in STEP_COLUMNS)
+    return f"INSERT INTO {q(Step._meta.db_table)} ({columns}) VALUES "  # noqa: S608 - our own table and columns
+
+
+def _prep(model, name: str, value: Any) -> Any:
+    return model._meta.get_field(name).get_db_prep_save(value, connection)
+
+
+def update_held_run(run_id, token: str, fields: dict[str, Any]) -> bool:
+    """Write the run's columns while `token` holds its lease and it is not done; False when nothing matched."""
+    params = [_prep(Run, c, fields[c]) for c in RUN_COLUMNS]
+    params += [_prep(Run, "id", run_id), token, RunStatus.DONE.value]
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(connection.vendor), params)
+        return cursor.rowcount > 0
+
+
+def insert_steps(steps: list[Step]) -> None:
+    """Append step rows in one INSERT (the unique (run, index) constraint refuses a doubled step)."""
+    if not steps:
+        return
+    placeholders = "(" + ", ".join(["%s"] * len(STEP_COLUMNS)) + ")"
+    params: list[Any] = []
+    for step in steps:
+        params += [
+            _prep(Step, "run", step.run_id),
+            step.index,
+            step.kind,
+            _prep(Step, "data", step.data),
+            step.latency_ms,
+            _prep(Step, "created_at", step.created_at),
+        ]
+    sql = _insert_head(connection.vendor) + ", ".join([placeholders] * len(steps))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
