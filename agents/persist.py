@@ -37,6 +37,22 @@ def _insert_head(vendor: str) -> str:
     return f"INSERT INTO {q(Step._meta.db_table)} ({columns}) VALUES "  # noqa: S608 - our own table and columns
 
 
+@cache
+def _insert_run_sql(vendor: str) -> str:
+    q = connection.ops.quote_name
+    columns = ", ".join(q(f.column) for f in Run._meta.concrete_fields)
+    marks = ", ".join(["%s"] * len(Run._meta.concrete_fields))
+    return f"INSERT INTO {q(Run._meta.db_table)} ({columns}) VALUES ({marks})"  # noqa: S608 - our own table
+
+
+def insert_run(run: Run) -> None:
+    """Insert a new run row: the model's constructor applied every default; created/updated are set by the caller."""
+    params = [f.get_db_prep_save(getattr(run, f.attname), connection) for f in Run._meta.concrete_fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_run_sql(connection.vendor), params)
+    run._state.adding, run._state.db = False, connection.alias
+
+
 def _prep(model, name: str, value: Any) -> Any:
     return model._meta.get_field(name).get_db_prep_save(value, connection)
 

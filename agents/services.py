@@ -101,8 +101,9 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
     flagged = {t.name for t in runtime.tool_registry().select(names).values() if t.sensitive}
     client = set(_tool_names(list(options.sensitive_tools), "sensitive_tools"))
     sensitive = sorted(set(runtime.sensitive_floor()) | flagged | client)
-    deadline = timezone.now() + timedelta(seconds=options.timeout_s)
-    return Run.objects.create(
+    now = timezone.now()
+    deadline = now + timedelta(seconds=options.timeout_s)
+    run = Run(
         owner=owner,
         input=options.input,
         mode=options.mode,
@@ -118,7 +119,11 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
         deadline=deadline,
         lease_owner=lease_owner,
         lease_expires=_lease_until(deadline) if lease_owner else None,
+        created_at=now,
+        updated_at=now,
     )
+    persist.insert_run(run)
+    return run
 
 
 def _tool_names(names: list[str] | None, field: str) -> list[str]:
