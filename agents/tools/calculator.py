@@ -457,5 +457,8 @@ CALCULATOR_TOOL = registry.register(
         func=run_calculator,
         sensitive=False,
         timeout_s=2.0,
+        # Bounded by construction (length, depth, exponent and magnitude limits): microseconds, so it runs in the
+        # caller's thread instead of paying for a worker thread per call.
+        inline=True,
     )
 )

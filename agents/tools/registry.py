@@ -32,7 +32,8 @@ class Tool:
     sensitive: bool = False
     timeout_s: float = 10.0
     # Database tools run in the caller's thread so they share its connection and transaction; their bound is
-    # the database's own. Other tools run in a worker thread that the engine stops waiting for at timeout_s.
+    # the database's own. So do tools bounded by construction (the calculator). Other tools run in a worker
+    # thread that the engine stops waiting for at timeout_s.
     inline: bool = False
 
     def __call__(self, arguments: dict[str, Any], context: ToolContext) -> str:
