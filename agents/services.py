@@ -136,16 +136,40 @@ def _tool_names(names: list[str] | None, field: str) -> list[str]:
     return sorted(set(names))
 
 
-def execute(*, run_id: uuid.UUID | str, units: int | None = None) -> Run:
+def execute(*, run_id: uuid.UUID | str, units: int | None = None, start_budget: bool = False) -> Run:
     """Advance a running (or queued) run: `units` units, or until it stops or pauses (None)."""
-    return _work(run_id, statuses=[RunStatus.QUEUED, RunStatus.RUNNING], units=units)
+    held = _hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget)
+    return _drive(held, units)
 
 
-def enqueue(run: Run) -> None:
+def enqueue(run: Run, *, delay_s: float = 0.0) -> None:
     """Put a background run on the task queue (a row in the same database, so it commits with the caller)."""
     from agents.tasks import advance_in_background
 
-    advance_in_background.enqueue(str(run.pk))
+    task = advance_in_background
+    if delay_s > 0:
+        task = task.using(run_after=timezone.now() + timedelta(seconds=delay_s))
+    task.enqueue(str(run.pk))
+
+
+BUSY_RETRY_S = 2.0
+
+
+def run_background(*, run_id) -> str:
+    """A task's share of a background run: drive it until it stops or pauses. The status it was left in.
+
+    A run that another worker holds right now is not dropped: the task comes back once that lease may be over. A
+    queued run's time budget starts now, when a worker first takes it.
+    """
+    try:
+        return execute(run_id=run_id, start_budget=True).status
+    except RunFinished:
+        return "skipped"
+    except RunBusy as exc:
+        if exc.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+            return "skipped"  # awaiting a decision: the decision re-queues it
+        enqueue(Run(pk=run_id), delay_s=BUSY_RETRY_S)
+        return "requeued"
 
 
 def advance_run(*, run_id, actor, approval: bool | None = None, arguments=None, reason: str | None = None) -> Run:
@@ -185,10 +209,7 @@ def decide_approval(
     decision = {"approved": approved, "arguments": arguments, "reason": reason, "reviewer": actor.get_username()}
     background = run.mode == RunMode.BACKGROUND
     units = None if (run.mode == RunMode.SYNC or (continue_run and not background)) else 0
-    run = _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision)
-    if background and run.status == RunStatus.RUNNING:
-        enqueue(run)  # back on the queue: a worker continues it
-    return run
+    return _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision)
 
 
 def _check_edited_arguments(run: Run, arguments: Any) -> None:
@@ -233,11 +254,18 @@ def _lease_until(deadline) -> Any:
     return deadline + timedelta(seconds=LEASE_GRACE_S)
 
 
-def _claim(run_id, statuses: list[str]) -> str:
-    """Take the run's lease with one conditional UPDATE (a queued run becomes running in the same statement)."""
+def _claim(run_id, statuses: list[str], start_budget: bool = False) -> str:
+    """Take the run's lease with one conditional UPDATE (a queued run becomes running in the same statement).
+
+    `start_budget`: a queued run's deadline is reset to now + its timeout_s (its budget starts when a worker first
+    takes it, not when it was queued); costs one read, so only the background worker asks for it.
+    """
     token, now = uuid.uuid4().hex, timezone.now()
     free = Q(lease_owner="") | Q(lease_expires__lt=now)
-    claimed = Run.objects.filter(Q(pk=run_id) & Q(status__in=statuses) & free).update(
+    ours = Run.objects.filter(Q(pk=run_id) & Q(status__in=statuses) & free)
+    if start_budget and _claim_queued(ours, token, now):
+        return token
+    claimed = ours.update(
         lease_owner=token,
         lease_expires=_lease_until(Greatest(F("deadline"), Value(now))),
         status=Case(When(status=RunStatus.QUEUED, then=Value(RunStatus.RUNNING)), default=F("status")),
@@ -250,6 +278,19 @@ def _claim(run_id, statuses: list[str]) -> str:
     if status == RunStatus.DONE:
         raise RunFinished("The run is done.")
     raise RunBusy("Another request is advancing this run right now.", status=status)
+
+
+def _claim_queued(runs, token: str, now) -> bool:
+    """Claim a queued run with its budget starting now; False when it is not queued (or not free)."""
+    timeout_s = runs.filter(status=RunStatus.QUEUED).values_list("timeout_s", flat=True).first()
+    if timeout_s is None:
+        return False
+    deadline = now + timedelta(seconds=timeout_s)
+    return bool(
+        runs.filter(status=RunStatus.QUEUED).update(
+            lease_owner=token, lease_expires=_lease_until(deadline), status=RunStatus.RUNNING, deadline=deadline
+        )
+    )
 
 
 class Held:
@@ -276,8 +317,8 @@ class Held:
         return self.run
 
 
-def _hold(run_id, statuses: list[str]) -> Held:
-    token = _claim(run_id, statuses)
+def _hold(run_id, statuses: list[str], start_budget: bool = False) -> Held:
+    token = _claim(run_id, statuses, start_budget)
     try:
         run = Run.objects.get(pk=run_id)
         state = runtime.state_from_rows(run, run.steps.order_by("index"))
@@ -305,6 +346,8 @@ def _drive(held: Held, units: int | None, decision: dict | None = None) -> Run:
     finally:
         if not held.released:
             _release(held.run.pk, held.token)
+    if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
+        enqueue(held.run)  # driven part of the way (a decision, a step): a worker carries it on
     return held.result()
 
 

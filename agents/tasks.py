@@ -12,6 +12,6 @@ from agents.models import Run
 def advance_in_background(run_id: str) -> str:
     """A worker's share of a background run: advance it until it stops or waits for a human."""
     try:
-        return services.execute(run_id=run_id).status
-    except (services.RunFinished, services.RunBusy, Run.DoesNotExist):
-        return "skipped"  # cancelled, deleted, or another worker holds it: nothing for us to do
+        return services.run_background(run_id=run_id)
+    except Run.DoesNotExist:
+        return "skipped"  # deleted meanwhile

@@ -97,3 +97,57 @@ def test_execute_accepts_a_queued_run_and_marks_it_running(api):
     run_id = create_run(api, mode="background").json()["id"]
     run = services.execute(run_id=run_id, units=1)
     assert (run.status, run.turns) == ("running", 1)
+
+
+# --- no background run is dropped (issue 11) ----------------------------------------------------------------------
+
+
+@WORKER
+def test_a_web_advance_of_a_background_run_leaves_it_on_the_queue(api):
+    run_id = create_run(api, mode="background").json()["id"]
+    DBTaskResult.objects.all().delete()  # as if the worker had taken the task and the web request came first
+
+    advanced = api.post(f"{RUNS}/{run_id}/advance", {}, format="json")
+    assert advanced.status_code == 200 and advanced.json()["status"] == "running"
+    assert queued_tasks() == 1  # a worker carries it on
+
+    work()
+    assert Run.objects.get(pk=run_id).stop_reason == "final_answer"
+
+
+@WORKER
+def test_a_task_that_finds_its_run_busy_comes_back_later(api):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.tasks import advance_in_background
+
+    run_id = create_run(api, mode="background").json()["id"]
+    DBTaskResult.objects.all().delete()
+    held = services._claim(run_id, ["queued"])  # another worker holds it right now
+
+    assert advance_in_background.call(run_id) == "requeued"
+    (task,) = DBTaskResult.objects.filter(status="READY")
+    assert task.run_after is not None and task.run_after > timezone.now() + timedelta(seconds=1)
+
+    services._release(run_id, held)
+    DBTaskResult.objects.filter(pk=task.pk).update(run_after=timezone.now())  # its time has come
+    work()
+    assert Run.objects.get(pk=run_id).stop_reason == "final_answer"
+
+
+@WORKER
+def test_a_queued_runs_budget_starts_when_a_worker_takes_it(api):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run_id = create_run(api, mode="background", timeout_s=30).json()["id"]
+    long_ago = timezone.now() - timedelta(minutes=5)  # queued 5 minutes ago: its 30 s would be long gone
+    Run.objects.filter(pk=run_id).update(created_at=long_ago, deadline=long_ago + timedelta(seconds=30))
+
+    work()
+    run = Run.objects.get(pk=run_id)
+    assert (run.stop_reason, run.output) == ("final_answer", "85")
+    assert run.deadline > timezone.now() + timedelta(seconds=20)
