@@ -91,6 +91,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     DATABASES["default"].setdefault("TEST", {})["NAME"] = str(BASE_DIR / "test_db.sqlite3")
+# Connections persist across requests (opening one per request cost a connect and, on SQLite, the pragmas each time);
+# Django checks a reused connection before handing it out.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=300)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Shared cache: Redis when REDIS_URL is set, else Django's database cache (shared by every process).
