@@ -91,10 +91,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     DATABASES["default"].setdefault("TEST", {})["NAME"] = str(BASE_DIR / "test_db.sqlite3")
-# Connections persist across requests (opening one per request cost a connect and, on SQLite, the pragmas each time);
-# Django checks a reused connection before handing it out.
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=300)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Connections are reused across requests (opening one per request cost a connect and, on SQLite, the pragmas each
+# time). PostgreSQL: a psycopg pool per process (DB_POOL_MAX_SIZE), and a run hands its connection back to the pool
+# before every model call, so runs waiting on models hold none of PostgreSQL's connections. SQLite: a persistent
+# connection per thread, checked before reuse (a file handle, not a server slot: kept during model calls).
+_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+if _POSTGRES and env.bool("DB_POOL", default=True):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
+        "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
+        "timeout": env.float("DB_POOL_TIMEOUT_S", default=10.0),
+    }
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=300)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+AGENT_RELEASE_DB_DURING_MODEL_CALLS = env.bool("AGENT_RELEASE_DB_DURING_MODEL_CALLS", default=_POSTGRES)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Shared cache: Redis when REDIS_URL is set, else Django's database cache (shared by every process).

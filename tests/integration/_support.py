@@ -41,7 +41,7 @@ _OWN_VARS = (
 )
 _OWN_PREFIXES = (
     "AGENT_", "OPENAI_", "ANTHROPIC_", "XAI_", "OPENROUTER_", "HF_", "DUCKDUCKGO_", "TAVILY_", "SEARCH_", "SECURE_",
-    "GUNICORN_",
+    "GUNICORN_", "DB_POOL", "CONN_MAX_AGE",
 )  # fmt: skip
 
 

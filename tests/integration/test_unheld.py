@@ -1,0 +1,60 @@
+"""Nothing is held across a model call (issue 11): the run's database connection goes back before each call."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from agents import runtime, services
+from agents.providers.fake import ScriptedModel, calls, text
+from tests.integration._support import quick_user
+
+QUESTION = "What is 12*7, plus 1?"
+
+
+def _recording(seen: list[bool], reply):
+    """A scripted reply that notes whether a database connection was open while the model was called."""
+
+    def complete(request):
+        seen.append(connection.connection is not None)
+        return reply
+
+    return complete
+
+
+def _run(monkeypatch, replies) -> tuple[object, list[bool]]:
+    seen: list[bool] = []
+    model = ScriptedModel([_recording(seen, r) for r in replies])
+    monkeypatch.setattr(runtime, "build_model", lambda run: model)
+    owner = quick_user("una")
+    run = services.submit_run(owner=owner, options=services.RunOptions(input=QUESTION, tools=["calculator"]))
+    return run, seen
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_connection_is_open_during_any_model_call(monkeypatch, settings):
+    settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS = True
+    replies = [calls(("calculator", {"expression": "12*7"})), calls(("calculator", {"expression": "84+1"})), text("85")]
+
+    run, seen = _run(monkeypatch, replies)
+
+    assert (run.status, run.output) == ("done", "85")
+    assert seen == [False, False, False]
+    assert list(run.steps.order_by("index").values_list("kind", flat=True)) == ["model", "tool"] * 2 + ["model"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_switch_keeps_the_connection_when_it_is_a_local_file(monkeypatch, settings):
+    """SQLite's default: a connection is a file handle, not a server slot, and reopening it costs CPU each call."""
+    settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS = False
+
+    run, seen = _run(monkeypatch, [text("85")])
+
+    assert run.output == "85" and seen == [True]
+
+
+def test_the_default_releases_on_postgresql_only():
+    from django.conf import settings
+
+    expected = connection.vendor == "postgresql"
+    assert settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS is expected
