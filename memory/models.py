@@ -14,6 +14,9 @@ class Fact(models.Model):
     # sha256 of the normalised text: one fact per (owner, normalised text)
     digest = models.CharField(max_length=64, editable=False)
     run = models.ForeignKey("agents.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="facts")
+    # The remember call that stored it ("<run id>:<step>"): a resumed run repeating that call gets the same answer.
+    # Nullable with no default, so SQLite adds the column in place (a table rebuild would drop the FTS5 triggers).
+    call_key = models.CharField(max_length=100, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

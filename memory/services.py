@@ -50,16 +50,20 @@ def clean_text(text: str) -> str:
     return cleaned
 
 
-def remember(user, text: str, run=None) -> tuple[Fact, bool]:
-    """Store a fact for this user; the same normalised text twice keeps one fact. Returns (fact, created)."""
+def remember(user, text: str, run=None, call_key: str | None = None) -> tuple[Fact, bool]:
+    """Store a fact for this user; the same normalised text twice keeps one fact. Returns (fact, created).
+
+    A repeat of the call that stored it (same `call_key`, as on a resumed run) counts as that same creation.
+    """
     cleaned = clean_text(text)
     digest = _digest(cleaned)
     existing = Fact.objects.filter(owner=user, digest=digest).first()
     if existing is not None:
-        return existing, False
+        return existing, bool(call_key) and existing.call_key == call_key
     try:
         with transaction.atomic():
-            return Fact.objects.create(owner=user, text=cleaned, digest=digest, run=run), True
+            fact = Fact.objects.create(owner=user, text=cleaned, digest=digest, run=run, call_key=call_key)
+            return fact, True
     except IntegrityError:  # a concurrent writer stored the same fact first
         return Fact.objects.get(owner=user, digest=digest), False
 

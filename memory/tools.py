@@ -26,7 +26,9 @@ def remember(arguments: dict[str, Any], context: ToolContext) -> str:
 
     run = Run.objects.filter(pk=context.run_id).first() if context and context.run_id else None
     try:
-        fact, created = services.remember(_owner(context), arguments["text"], run=run)
+        fact, created = services.remember(
+            _owner(context), arguments["text"], run=run, call_key=getattr(context, "idempotency_key", None)
+        )
     except services.MemoryError_ as exc:
         raise ToolError(str(exc)) from None
     return f"{'Remembered' if created else 'Already remembered'}: {fact.text}"

@@ -78,8 +78,12 @@ def _call_with_timeout(tool: Tool, arguments: dict[str, Any], context: Any, time
     return str(box.get("value", ""))
 
 
-def run_tool(toolset: Toolset, name: str, arguments: Any, timeout_s: float) -> ToolResult:
-    """Validate and run one call; unknown tools, bad arguments, errors and timeouts become error results."""
+def run_tool(toolset: Toolset, name: str, arguments: Any, timeout_s: float, step: int | None = None) -> ToolResult:
+    """Validate and run one call; unknown tools, bad arguments, errors and timeouts become error results.
+
+    `step` is the index the call's tool step will take: a host context with `for_call` derives the call's
+    idempotency key from it (run id + step), so a side-effecting tool can refuse to repeat itself on a resume.
+    """
     tool = toolset.tools.get(name)
     if tool is None:
         known = ", ".join(sorted(toolset.tools)) or "none"
@@ -88,12 +92,19 @@ def run_tool(toolset: Toolset, name: str, arguments: Any, timeout_s: float) -> T
     if problem is not None:
         return _error(toolset, f"Invalid arguments for tool '{name}': {problem}. Fix them and try again.")
     try:
-        output = _call_with_timeout(tool, arguments, toolset.context, min(tool.timeout_s, timeout_s))
+        output = _call_with_timeout(
+            tool, arguments, _call_context(toolset.context, step), min(tool.timeout_s, timeout_s)
+        )
     except TimeoutError as exc:
         return _error(toolset, f"Tool '{name}' {exc}.")
     except Exception as exc:  # noqa: BLE001 - a tool failure is an observation the model can recover from
         return _error(toolset, f"Tool '{name}' failed: {exc or type(exc).__name__}")
     return ToolResult(prepare(output, toolset.max_output_chars), False)
+
+
+def _call_context(context: Any, step: int | None) -> Any:
+    for_call = getattr(context, "for_call", None)
+    return for_call(step) if step is not None and callable(for_call) else context
 
 
 def _error(toolset: Toolset, message: str) -> ToolResult:

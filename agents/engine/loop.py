@@ -287,7 +287,7 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
             state.status = Status.AWAITING_APPROVAL
             return
         arguments = approval["arguments"] if approval else call.arguments
-        result = run_tool(toolset, call.name, arguments, state.deadline - now)
+        result = run_tool(toolset, call.name, arguments, state.deadline - now, step=len(state.steps))
         rec.add(
             "tool",
             _ms(rec.clock() - now),

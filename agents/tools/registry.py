@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -18,6 +18,12 @@ class ToolContext:
     user_id: int | None = None
     run_id: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # "<run id>:<step index>" of the call being run: the same on a resumed run's repeat of that call
+    idempotency_key: str | None = None
+
+    def for_call(self, step: int) -> ToolContext:
+        """This context for the call whose tool step takes index `step` (no key outside a run)."""
+        return replace(self, idempotency_key=f"{self.run_id}:{step}") if self.run_id else self
 
 
 ToolFunc = Callable[[dict[str, Any], ToolContext], str]
