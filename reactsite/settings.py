@@ -209,6 +209,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # served locally: the docs page works with no internet
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Limits, tool arguments, the event stream and error statuses drf-spectacular cannot introspect.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "agents.api.schema.postprocess"],
+    "ENUM_NAME_OVERRIDES": {"ToolNameEnum": "agents.api.schema.tool_names"},
 }
 
 # The agent runtime (see ../shared/API.md for every setting's meaning).

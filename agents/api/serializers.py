@@ -6,6 +6,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
 from agents import runtime
 from agents.models import Run, RunMode, RunProtocol, Step
 
@@ -29,6 +30,11 @@ class StrictStringMixin:
 class StrictCharField(StrictStringMixin, serializers.CharField):
     """A CharField that refuses any JSON value but a string; whitespace alone is blank even when it is kept."""
 
+    def __init__(self, **kwargs) -> None:
+        # Kept as sent: a limit then counts what the client sent, so the schema's maxLength is exact.
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
         if not self.allow_blank and not value.strip():
@@ -38,6 +44,27 @@ class StrictCharField(StrictStringMixin, serializers.CharField):
 
 class StrictChoiceField(StrictStringMixin, serializers.ChoiceField):
     """A ChoiceField that refuses any JSON value but a string (so the error names the type, not the choices)."""
+
+
+class NulFreeDictField(serializers.DictField):
+    """A JSON object with no NUL character in any key or string inside it (PostgreSQL text and jsonb refuse NUL)."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if has_nul(value):
+            raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
+        return value
+
+
+def has_nul(value: object) -> bool:
+    """Whether a parsed JSON value holds a NUL character in any string or key."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    return False
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -79,6 +106,20 @@ STEP_FIELDS = {
 }
 
 
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+PENDING_ACTION_SCHEMA = {
+    "type": "object",
+    "nullable": True,
+    "description": "The call waiting for a decision while the run is `awaiting_approval`, else null.",
+    "properties": {
+        "call_id": {"type": "string"},
+        "tool": {"type": "string"},
+        "arguments": {"type": "object", "additionalProperties": {}},
+    },
+    "required": ["call_id", "tool", "arguments"],
+}
+
+
 class StepSerializer(serializers.ModelSerializer):
     class Meta:
         model = Step
@@ -110,7 +151,8 @@ class RunSerializer(serializers.ModelSerializer):
     @extend_schema_field(
         {
             "type": "object",
-            "properties": {k: {"type": "integer"} for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+            "properties": {k: {"type": "integer"} for k in USAGE_KEYS},
+            "required": list(USAGE_KEYS),
         }
     )
     def get_usage(self, run: Run) -> dict:
@@ -126,7 +168,7 @@ class RunSerializer(serializers.ModelSerializer):
             data.pop("max_reflections")  # shown only when used: the run object of API.md stays exactly as it was
         return data
 
-    @extend_schema_field({"type": "object", "nullable": True})
+    @extend_schema_field(PENDING_ACTION_SCHEMA)
     def get_pending_action(self, run: Run) -> dict | None:
         return runtime.pending_action(run)
 
@@ -140,7 +182,7 @@ class RunDetailSerializer(RunSerializer):
 
 
 class RunCreateSerializer(serializers.Serializer):
-    input = StrictCharField(min_length=1, trim_whitespace=False)
+    input = StrictCharField(min_length=1)
     mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
     protocol = StrictChoiceField(choices=RunProtocol.choices, required=False)
     provider = StrictCharField(max_length=32, required=False)
@@ -151,11 +193,14 @@ class RunCreateSerializer(serializers.Serializer):
     tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
     sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
 
-    def validate_input(self, value: str) -> str:
-        limit = settings.AGENT_MAX_INPUT_CHARS
-        if len(value) > limit:
-            raise serializers.ValidationError(f"Ensure this field has no more than {limit} characters.")
-        return value
+    def get_fields(self) -> dict:
+        return with_input_limit(super().get_fields())
+
+
+def with_input_limit(fields: dict) -> dict:
+    """`input` bounded by AGENT_MAX_INPUT_CHARS as it is now (a setting, so read per request and per schema)."""
+    fields["input"] = StrictCharField(min_length=1, max_length=settings.AGENT_MAX_INPUT_CHARS)
+    return fields
 
 
 class ToolSerializer(serializers.Serializer):
@@ -178,9 +223,12 @@ class ToolResultSerializer(serializers.Serializer):
 class SeedRunSerializer(serializers.Serializer):
     """The seed body (the view validates it with RunCreateSerializer: the bounds here say the same)."""
 
-    input = StrictCharField(min_length=1, trim_whitespace=False)
+    input = StrictCharField(min_length=1)
     max_turns = StrictIntegerField(min_value=1, max_value=50, required=False)
     timeout_s = StrictFloatField(min_value=1, max_value=600, required=False)
+
+    def get_fields(self) -> dict:
+        return with_input_limit(super().get_fields())
 
 
 class SeedRunResultSerializer(serializers.Serializer):

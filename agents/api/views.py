@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from agents import idempotency, runtime, services
 from agents.api.events import EventStreamRenderer, run_events
 from agents.api.serializers import (
+    NulFreeDictField,
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
@@ -49,13 +50,8 @@ class RunFilter(filters.FilterSet):
 
 class AdvanceSerializer(serializers.Serializer):
     approval = StrictBooleanField(required=False, allow_null=True, default=None)
-    arguments = serializers.DictField(required=False, allow_null=True, default=None)
+    arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
     reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
-
-    def validate_arguments(self, value):
-        if value is not None and services._storable(value) != value:  # stored as jsonb: PostgreSQL refuses NUL
-            raise serializers.ValidationError("Null characters are not allowed.")
-        return value
 
 
 def _step_index(header: str) -> int:

@@ -121,3 +121,12 @@ def test_advance_takes_a_string_reason(api, reviewer_api, no_search_network):
     response = _post_json(reviewer_api, run_url(run_id, "advance"), {"approval": False, "reason": "not now"})
     assert response.status_code == 200, response.content
     assert Step.objects.get(run_id=run_id, kind="approval").data["reason"] == "not now"
+
+
+def test_strings_are_checked_as_sent_not_trimmed(api):
+    """The schema's maxLength and choices then say exactly what is accepted."""
+    _field_error(_post_json(api, RUNS, {"input": ARITHMETIC, "provider": " demo"}), "provider")
+    _field_error(_post_json(api, RUNS, {"input": ARITHMETIC, "tools": ["calculator "]}), "tools")
+    assert run_count() == 0
+    response = _post_json(api, RUNS, {"input": "  " + ARITHMETIC + "  "})
+    assert response.json()["input"] == "  " + ARITHMETIC + "  "

@@ -1,0 +1,265 @@
+"""What drf-spectacular cannot see by itself: the limits our fields enforce, each tool's arguments, the event
+stream's shape and the error statuses every route answers. The schema must tell the truth (issue 10, point 10)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
+
+from agents import runtime
+from agents.providers import ProviderConfigError, provider_class
+
+# Python's whitespace (what str.strip() removes: c.isspace()), spelled alike in ECMA and Python regex classes.
+WHITESPACE = "\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+NO_NUL = "^[^\\u0000]*$"
+# Not blank (some character that is not whitespace) and no NUL anywhere: what StrictCharField accepts.
+NON_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
+JSON_VALUE = "NulFreeJsonValue"
+JSON_VALUE_REF = {"$ref": f"#/components/schemas/{JSON_VALUE}"}
+
+
+class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
+    """A StrictCharField's pattern: no NUL (PostgreSQL refuses it), and not only whitespace unless blank is allowed."""
+
+    target_class = "agents.api.serializers.StrictCharField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction) -> dict:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if self.target.allow_blank:
+            return {**schema, "pattern": NO_NUL}
+        return {**schema, "minLength": 1, "pattern": NON_BLANK}  # min_length validators may raise it further
+
+
+class NulFreeDictFieldExtension(OpenApiSerializerFieldExtension):
+    """An object whose values hold no NUL at any depth (a recursive component); keys are refused with one too."""
+
+    target_class = "agents.api.serializers.NulFreeDictField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction) -> dict:
+        value = {
+            "description": "Any JSON value with no NUL character in its strings or keys.",
+            "anyOf": [
+                {"type": "string", "pattern": NO_NUL},
+                {"type": "number"},
+                {"type": "boolean", "nullable": True},  # OpenAPI 3.0 spells JSON null as a nullable type
+                {"type": "array", "items": JSON_VALUE_REF},
+                {"type": "object", "additionalProperties": JSON_VALUE_REF},
+            ],
+        }
+        component = ResolvedComponent(JSON_VALUE, ResolvedComponent.SCHEMA, schema=value, object=JSON_VALUE)
+        auto_schema.registry.register_on_missing(component)
+        return {
+            "type": "object",
+            "additionalProperties": JSON_VALUE_REF,
+            "description": "No NUL character in any key or string, at any depth (else 400).",
+        }
+
+
+class RunSerializerExtension(OpenApiSerializerExtension):
+    """The run object as API.md fixes it: `max_reflections` only when > 0, tool lists of names."""
+
+    target_class = "agents.api.serializers.RunSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction) -> dict:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["required"] = [name for name in schema["required"] if name != "max_reflections"]
+        properties = schema["properties"]
+        properties["max_reflections"] |= {"minimum": 1, "description": "Present only when the run uses reflection."}
+        for name in ("tools", "sensitive_tools"):
+            properties[name] = {"type": "array", "items": {"type": "string"}, "readOnly": True}
+        return schema
+
+
+def tool_names() -> list[str]:
+    """Every registered tool's name (ENUM_NAME_OVERRIDES: `tools` and `sensitive_tools` share one enum)."""
+    return runtime.tool_registry().names()
+
+
+def usable_providers() -> list[str]:
+    """Providers a run may name now: allowed here and configured (a missing key is a 400)."""
+    usable = []
+    for name in settings.AGENT_ALLOWED_PROVIDERS:
+        try:
+            provider_class(name).check_config()
+        except ProviderConfigError:
+            continue
+        usable.append(name)
+    return usable
+
+
+class RunCreateSerializerExtension(OpenApiSerializerExtension):
+    """The choices a run body may name, as this server is configured right now."""
+
+    target_class = "agents.api.serializers.RunCreateSerializer"
+
+    def map_serializer(self, auto_schema, direction) -> dict:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        properties = schema["properties"]
+        properties["provider"] = {"type": "string", "enum": usable_providers()}
+        for name in ("tools", "sensitive_tools"):
+            properties[name]["items"] = {"type": "string", "enum": tool_names()}
+        return schema
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {},
+    "description": 'DRF\'s shapes: `{"detail": "…"}` or field errors `{"field": ["…"]}`.',
+}
+ERROR_TEXT = {
+    400: "Bad input; the message names the problem.",
+    401: "Missing or invalid credentials.",
+    403: "Not allowed for this user.",
+    404: "No such resource (or another user's).",
+    409: "Conflicts with the resource's state (done, busy, or a request with this key still in progress).",
+    413: "The request body is too large.",
+    415: "The body is not JSON.",
+    422: "This Idempotency-Key was used with a different body.",
+    429: "Over the rate limit or the daily token quota.",
+}
+ERROR_HEADERS = {
+    401: {"WWW-Authenticate": {"schema": {"type": "string"}, "required": True}},
+    429: {"Retry-After": {"schema": {"type": "integer"}, "required": True, "description": "Seconds to wait."}},
+}
+# Statuses beyond those an operation's shape implies (see _implied_statuses).
+EXTRA_STATUSES: dict[str, set[int]] = {
+    "api_v1_runs_create": {409, 422, 429},
+    "api_v1_runs_advance_create": {403, 409, 429},
+    "api_v1_runs_cancel_create": {409},
+    "api_v1_tools_invoke_create": {403, 429},
+    "v1_agent_runs_create": {429},
+    "api_v1_evals_runs_list": {403},
+    "api_v1_evals_runs_retrieve": {403},
+    "api_v1_evals_runs_create": {403, 429},
+}
+IDEMPOTENCY_KEY = {
+    "in": "header",
+    "name": "Idempotency-Key",
+    "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NO_NUL},
+    "description": "The same key and body within 24 hours answers the first response again; another body is 422.",
+}
+EVENT = {
+    "type": "object",
+    "description": "One server-sent event: `step` (data: a step), `run` (data: the run, on a status change), "
+    "and a last `done` (data: the run).",
+    "properties": {
+        "event": {"type": "string", "enum": ["step", "run", "done"]},
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The step's index (step events)."},
+        "data": {"type": "string", "description": "JSON: the step or the run."},
+    },
+    "required": ["event", "data"],
+}
+
+
+def postprocess(result: dict, generator, request, public) -> dict:
+    """SPECTACULAR_SETTINGS hook: the parts of the truth drf-spectacular cannot introspect."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    paths = result["paths"]
+    for path, item in list(paths.items()):
+        for operation in item.values():
+            _describe_operation(paths, path, operation)
+    for item in paths.values():
+        for operation in item.values():
+            _document_errors(operation, EXTRA_STATUSES.get(operation["operationId"], set()))
+    return result
+
+
+def _describe_operation(paths: dict, path: str, operation: dict) -> None:
+    """Per-operation facts: the event stream's shape, the idempotency header, one path per tool."""
+    name = operation["operationId"]
+    if name == "api_v1_runs_events_retrieve":
+        operation["parameters"] = [p for p in operation["parameters"] if p["name"] != "format"]
+        operation["responses"]["200"] = {
+            "description": "The run's steps (replayed, then live), status changes and a last `done` event.",
+            "content": {"text/event-stream": {"schema": EVENT}},
+        }
+    elif name == "api_v1_runs_create":
+        operation.setdefault("parameters", []).append(IDEMPOTENCY_KEY)
+    elif name == "api_v1_runs_list":
+        _document_filters(operation)
+    elif name == "api_v1_tools_invoke_create":
+        _document_tools(paths, path, operation)
+
+
+def _document_filters(operation: dict) -> None:
+    """`?status=` and `?stop_reason=` left empty filter nothing (django-filter); there is no `null` to send."""
+    for parameter in operation["parameters"]:
+        schema = parameter["schema"]
+        if parameter["name"] in ("status", "stop_reason"):
+            schema.pop("nullable", None)
+            schema["enum"] = ["", *schema["enum"]]
+            parameter["description"] += "\n* empty - any"
+
+
+def _document_tools(paths: dict, template: str, operation: dict) -> None:
+    """Each tool gets its own path with its own arguments schema; `{name}` then stands for an unknown tool (404)."""
+    registry, floor = runtime.tool_registry(), set(runtime.sensitive_floor())
+    names = registry.names()
+    for parameter in operation["parameters"]:
+        if parameter["name"] == "name":
+            parameter["schema"] = {"type": "string", "not": {"enum": names}}
+            parameter["description"] = "A name no tool has: 404. Each tool has its own path below."
+    for tool_name in names:
+        tool = registry.get(tool_name)
+        sensitive = tool.sensitive or tool_name in floor
+        paths[template.replace("{name}", tool_name)] = {"post": _tool_operation(operation, tool, sensitive)}
+
+
+def _tool_operation(template: dict, tool, sensitive: bool) -> dict:
+    """`POST /api/v1/tools/<tool>/invoke`: the body's `arguments` follow the tool's own JSON Schema."""
+    parameters = copy.deepcopy(dict(tool.parameters))
+    body = {"type": "object", "properties": {"arguments": parameters}}
+    if parameters.get("required"):
+        body["required"] = ["arguments"]  # a missing `arguments` is `{}`, which lacks the required ones
+    operation = copy.deepcopy(template)
+    operation |= {
+        "operationId": f"api_v1_tools_{tool.name}_invoke_create",
+        "description": tool.description + (" Sensitive: needs the agents.review_run permission." if sensitive else ""),
+        "parameters": [p for p in template["parameters"] if p["name"] != "name"],
+        "requestBody": {"content": {"application/json": {"schema": body}}, "required": True},
+    }
+    _document_errors(operation, {403, 429} if sensitive else {429})
+    return operation
+
+
+def _implied_statuses(operation: dict) -> set[int]:
+    """Errors an operation's shape implies: 401 when secured, 400/413/415 with a body, 404 with a path id."""
+    statuses: set[int] = set()
+    if operation.get("security") != [{}]:
+        statuses.add(401)
+    if "requestBody" in operation:
+        statuses |= {400, 413, 415}
+    locations = {p["in"] for p in operation.get("parameters", [])}
+    if "query" in locations:
+        statuses.add(400)
+    if "path" in locations:
+        statuses.add(404)
+    return statuses
+
+
+def _document_errors(operation: dict, extra: set[int]) -> None:
+    """Add each status the operation can answer, with DRF's error shape, unless it is documented already."""
+    for status in sorted(_implied_statuses(operation) | extra):
+        response: dict[str, Any] = {"description": ERROR_TEXT[status], "content": _error_content(operation, status)}
+        if status in ERROR_HEADERS:
+            response["headers"] = ERROR_HEADERS[status]
+        operation["responses"].setdefault(str(status), response)
+
+
+def _error_content(operation: dict, status: int) -> dict:
+    """JSON, and where it also happens: the same JSON labelled as the stream, or Django's page for a bad path."""
+    error = {"schema": {"$ref": "#/components/schemas/Error"}}
+    content = {"application/json": error}
+    if "text/event-stream" in operation["responses"].get("200", {}).get("content", {}):
+        content["text/event-stream"] = error  # DRF labels an error with the media type the client accepted
+    if status == 404:
+        content["text/html"] = {"schema": {"type": "string", "description": "A path no route matches."}}
+    return content

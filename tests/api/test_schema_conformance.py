@@ -1,0 +1,172 @@
+"""The OpenAPI schema tells the truth: schemathesis fuzzes every operation of /api/v1/schema with all its checks.
+
+In process (the WSGI app), as a normal user, with the demo provider only. Search can never run: it is sensitive and
+this user may neither approve nor invoke it, its URLs point at a local stub that must stay untouched, and sockets
+refuse anything but loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import socket
+from collections.abc import Iterator
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, transaction
+from django.test import override_settings
+from hypothesis import HealthCheck, settings
+
+from agents.api import events, views
+from reactsite.wsgi import application
+from tests.conftest import make_user
+from tests.support.http_stub import StubServer
+
+pytestmark = pytest.mark.schemathesis
+
+EXAMPLES = 50  # per operation and phase
+SCENARIOS = 25  # of up to 8 chained calls each
+TOKEN = "5c4e3a1f" * 5  # the fuzz user's API token
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+AUTH = {"Authorization": f"Token {TOKEN}"}  # passed per call, so the auth checks know it is the real credential
+FUZZ_SETTINGS = {
+    "AGENT_RATE_LIMIT": "100000/m",
+    "AGENT_ALLOWED_PROVIDERS": ["demo"],  # offline: no other provider can even be named
+    "AGENT_DEFAULT_PROVIDER": "demo",
+    "AGENT_SELF_APPROVAL": False,  # the fuzz user can never let a search run
+    "TAVILY_API_KEY": "",
+}
+# A state conflict, not a bad request: the same Idempotency-Key sent earlier in the run with another body.
+RUN_CREATE_POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]
+
+
+def _config() -> schemathesis.Config:
+    """All checks (the default), deterministic and bounded."""
+    return schemathesis.Config.from_dict(
+        {
+            "generation": {"max-examples": EXAMPLES, "deterministic": True},
+            "operations": [
+                {
+                    "include-operation-id": "api_v1_runs_create",
+                    "checks": {"positive_data_acceptance": {"expected-statuses": RUN_CREATE_POSITIVE_STATUSES}},
+                }
+            ],
+        }
+    )
+
+
+def _served_schema() -> schemathesis.BaseSchema:
+    """`GET /api/v1/schema` as the app serves it under the fuzz's settings (it reads them per request)."""
+    with override_settings(**FUZZ_SETTINGS):
+        return schemathesis.openapi.from_wsgi("/api/v1/schema", application, config=_config())
+
+
+schema = _served_schema()
+
+
+def _nul_in_a_key(value: object) -> bool:
+    """Whether a JSON value has an object key with a NUL in it, at any depth."""
+    if isinstance(value, dict):
+        return any("\x00" in key or _nul_in_a_key(item) for key, item in value.items())
+    return isinstance(value, list) and any(_nul_in_a_key(item) for item in value)
+
+
+@schema.hook
+def filter_body(context: object, body: object) -> bool:
+    """OpenAPI 3.0 cannot say an object's keys hold no NUL (the schema says it in words, the API answers 400)."""
+    return not _nul_in_a_key(body)
+
+
+@pytest.fixture
+def _loopback_only(monkeypatch) -> None:
+    """A connection or name lookup for anything but this machine fails instead of leaving it."""
+    connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def guarded_connect(sock: socket.socket, address) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in LOOPBACK:
+            raise AssertionError(f"network access to {address!r} during the schema fuzz")
+        return connect(sock, address)
+
+    def guarded_getaddrinfo(host, *args, **kwargs) -> list:
+        if host not in LOOPBACK:  # as on a machine without DNS: the app must answer as for an unknown host
+            raise socket.gaierror(socket.EAI_NONAME, f"no lookup of {host!r} during the schema fuzz")
+        return getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
+
+
+@pytest.fixture
+def _connection_kept() -> Iterator[None]:
+    """Requests go through the bare WSGI app: keep the test's connection open, as Django's test client does."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def fuzz_env(db, settings, stub, monkeypatch, _loopback_only, _connection_kept) -> StubServer:
+    """The fuzz's settings and user; a paused run's event stream ends soon (it would stay open for minutes)."""
+    from rest_framework.authtoken.models import Token
+
+    for name, value in FUZZ_SETTINGS.items():
+        setattr(settings, name, value)
+    settings.TAVILY_URL = settings.DUCKDUCKGO_URL = stub.url + "/"
+    monkeypatch.setattr(views, "run_events", functools.partial(events.run_events, max_s=0.2, poll_s=0.05))
+    Token.objects.create(user=make_user("fuzz"), key=TOKEN)
+    return stub
+
+
+@contextlib.contextmanager
+def _rolled_back() -> Iterator[None]:
+    """What an example writes is undone after it: every example (and its replay while shrinking) starts alike."""
+    with transaction.atomic():
+        yield
+        transaction.set_rollback(True)
+
+
+@schema.parametrize()
+@settings(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_operation_conforms_to_the_schema(case: schemathesis.Case, fuzz_env: StubServer) -> None:
+    with _rolled_back():
+        case.call_and_validate(headers=AUTH)
+    assert fuzz_env.requests == [], "search reached its backend"
+
+
+# `{name}` there stands for an unknown tool (`not: {enum: [...]}`), but link inference ignores `not` and feeds it the
+# names GET /tools lists; each tool has its own path, which the machine does use.
+_CHAINED = schema.exclude(operation_id="api_v1_tools_invoke_create")
+
+
+class _Machine(_CHAINED.as_state_machine()):
+    """Operations chained through the links schemathesis infers (create a run, then read, advance, cancel, delete)."""
+
+    def setup(self) -> None:
+        self._scenario = _rolled_back()
+        self._scenario.__enter__()
+
+    def teardown(self) -> None:
+        self._scenario.__exit__(None, None, None)
+
+    def get_call_kwargs(self, case: schemathesis.Case) -> dict:
+        return {"headers": AUTH}
+
+    def validate_response(self, response, case: schemathesis.Case, additional_checks=None, **kwargs) -> None:
+        case.validate_response(response, headers=AUTH, additional_checks=additional_checks, transport_kwargs=kwargs)
+
+
+def test_chained_operations_conform_to_the_schema(fuzz_env: StubServer) -> None:
+    _Machine.run(
+        settings=settings(
+            max_examples=SCENARIOS,
+            stateful_step_count=8,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
+    assert fuzz_env.requests == [], "search reached its backend"

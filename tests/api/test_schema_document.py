@@ -1,0 +1,117 @@
+"""What the served OpenAPI document says about the rules drf-spectacular cannot introspect (issue 10, point 10)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+from rest_framework.test import APIClient
+
+from agents import runtime
+from agents.api.schema import NON_BLANK, WHITESPACE
+from tests.api.conftest import SCHEMA
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def document() -> dict:
+    response = APIClient().get(SCHEMA, HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    return json.loads(response.content)
+
+
+def _operations(document: dict):
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            yield path, method, operation
+
+
+def test_the_run_object_does_not_require_max_reflections(document):
+    run = document["components"]["schemas"]["Run"]
+    assert "max_reflections" not in run["required"]
+    assert run["properties"]["max_reflections"]["minimum"] == 1
+    assert {"tools", "sensitive_tools", "pending_action", "usage"} <= set(run["required"])
+
+
+def test_pending_action_is_an_object_with_its_keys_or_null(document):
+    pending = document["components"]["schemas"]["Run"]["properties"]["pending_action"]
+    assert (pending["type"], pending["nullable"]) == ("object", True)
+    assert set(pending["required"]) == {"call_id", "tool", "arguments"}
+
+
+def test_the_event_stream_is_documented_as_events_not_a_json_string(document):
+    events = document["paths"]["/api/v1/runs/{id}/events/"]["get"]
+    stream = events["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    assert stream["type"] == "object"
+    assert stream["properties"]["event"]["enum"] == ["step", "run", "done"]
+    assert "format" not in {p["name"] for p in events["parameters"]}
+
+
+def test_every_secured_operation_documents_401_with_its_header(document):
+    for path, method, operation in _operations(document):
+        if operation["security"] != [{}]:
+            response = operation["responses"]["401"]
+            assert response["headers"]["WWW-Authenticate"]["required"], (method, path)
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "statuses"),
+    [
+        ("/api/v1/runs/", "post", {"201", "202", "400", "401", "409", "413", "422", "429"}),
+        ("/api/v1/runs/", "get", {"200", "400", "401"}),
+        ("/api/v1/runs/{id}/advance/", "post", {"200", "400", "401", "403", "404", "409", "413", "429"}),
+        ("/api/v1/runs/{id}/cancel/", "post", {"200", "401", "404", "409"}),
+        ("/api/v1/memory/facts/", "post", {"201", "400", "401", "413"}),
+        ("/v1/agent/runs/", "post", {"200", "400", "401", "413", "429"}),
+    ],
+)
+def test_error_statuses_the_api_answers_are_documented(document, path, method, statuses):
+    assert statuses <= set(document["paths"][path][method]["responses"])
+
+
+def test_rate_limited_answers_document_retry_after(document):
+    response = document["paths"]["/api/v1/runs/"]["post"]["responses"]["429"]
+    assert response["headers"]["Retry-After"]["required"]
+
+
+def test_each_tool_has_its_own_invoke_path_with_its_arguments_schema(document):
+    registry = runtime.tool_registry()
+    for name in registry.names():
+        operation = document["paths"][f"/api/v1/tools/{name}/invoke/"]["post"]
+        body = operation["requestBody"]["content"]["application/json"]["schema"]
+        assert body["properties"]["arguments"] == json.loads(json.dumps(dict(registry.get(name).parameters)))
+    template = document["paths"]["/api/v1/tools/{name}/invoke/"]["post"]
+    (name,) = [p for p in template["parameters"] if p["name"] == "name"]
+    assert name["schema"]["not"]["enum"] == registry.names()
+
+
+def test_run_body_limits_follow_the_settings(settings, document):
+    settings.AGENT_MAX_INPUT_CHARS = 10
+    settings.AGENT_ALLOWED_PROVIDERS = ["demo", "openai"]
+    settings.OPENAI_API_KEY = ""  # allowed but not configured: naming it is a 400, so the schema leaves it out
+    response = APIClient().get(SCHEMA, HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    schemas = json.loads(response.content)["components"]["schemas"]
+    assert schemas["RunCreate"]["properties"]["input"]["maxLength"] == 10
+    assert schemas["ProviderEnum"]["enum"] == ["demo"]
+    assert schemas["ToolNameEnum"]["enum"] == runtime.tool_registry().names()
+
+
+def test_pagination_parameters_have_their_bounds(document):
+    parameters = {p["name"]: p["schema"] for p in document["paths"]["/api/v1/runs/"]["get"]["parameters"]}
+    assert (parameters["limit"]["minimum"], parameters["offset"]["minimum"]) == (1, 0)
+    assert parameters["status"]["enum"][0] == ""  # `?status=` filters nothing
+
+
+def test_the_whitespace_class_is_exactly_what_str_strip_removes():
+    spaces = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    assert {c for c in spaces if re.fullmatch(f"[{WHITESPACE}]", c)} == spaces
+    assert re.fullmatch(f"[{WHITESPACE}]+", "".join(sorted(spaces)))
+    assert not re.fullmatch(f"[{WHITESPACE}]", "\u200b")  # zero-width space: not whitespace to Python
+
+
+@pytest.mark.parametrize(("text", "ok"), [("a", True), (" a\n", True), (" \t\u3000", False), ("a\x00", False)])
+def test_the_non_blank_pattern_matches_what_strict_fields_accept(text, ok):
+    assert bool(re.search(NON_BLANK, text)) is ok
