@@ -134,6 +134,9 @@ class StepSerializer(serializers.ModelSerializer):
         return data
 
 
+_DATETIME = serializers.DateTimeField()  # DRF's own datetime format, for the run object built by hand
+
+
 class RunSerializer(serializers.ModelSerializer):
     ok = serializers.BooleanField(read_only=True)
     usage = serializers.SerializerMethodField()
@@ -163,8 +166,19 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
     def to_representation(self, instance: Run) -> dict:
-        data = super().to_representation(instance)
-        if not instance.max_reflections:
+        """The run object, built directly: it answers every run request, and DRF's per-instance field machinery cost
+        more than the rest of the response. Same keys, order and formats as the declared fields."""
+        run = instance
+        data = {
+            "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
+            "output": run.output, "turns": run.turns, "input": run.input, "mode": run.mode, "protocol": run.protocol,
+            "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
+            "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
+            "sensitive_tools": run.sensitive_tools, "pending_action": runtime.pending_action(run), "error": run.error,
+            "usage": self.get_usage(run), "created_at": _DATETIME.to_representation(run.created_at),
+            "updated_at": _DATETIME.to_representation(run.updated_at),
+        }  # fmt: skip
+        if not run.max_reflections:
             data.pop("max_reflections")  # shown only when used: the run object of API.md stays exactly as it was
         return data
 
@@ -179,6 +193,11 @@ class RunDetailSerializer(RunSerializer):
     class Meta(RunSerializer.Meta):
         fields = [*RunSerializer.Meta.fields, "steps"]
         read_only_fields = fields
+
+    def to_representation(self, instance: Run) -> dict:
+        data = super().to_representation(instance)
+        data["steps"] = StepSerializer(instance.steps.all(), many=True).data
+        return data
 
 
 class RunCreateSerializer(serializers.Serializer):
