@@ -96,6 +96,10 @@ def test_persisted_cleans_up():
         (["--only", "memory", "--sizes", "0"], "must be at least 1"),
         (["--only", "memory", "--queries", "0"], "must be at least 1"),
         (["--only", "http", "--http-runs", "0"], "must be at least 1"),
+        (["--only", "latency", "--latency-clients", "0"], "must be at least 1"),
+        (["--only", "latency", "--latency-clients", "4,x"], "--latency-clients takes comma-separated whole numbers"),
+        (["--only", "latency", "--latency-seconds", "0"], "--latency-seconds must be more than 0"),
+        (["--only", "latency", "--model-delay-ms", "-1"], "--model-delay-ms must be between 0 and 60000"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )
@@ -106,18 +110,72 @@ def test_bad_arguments_exit_2(args, message):
     assert message in str(exc.value)
 
 
+def _usage_figures(prefix: str) -> list[tuple[str, str]]:
+    """The server CPU, memory and (on PostgreSQL) database CPU rows a level of the http or latency section ends with."""
+    rows = [(prefix.format("server CPU"), "ms/run"), (prefix.format("server peak RSS"), "MB")]
+    if connection.vendor == "postgresql":  # the test database is always local
+        rows.append((prefix.format("+ PostgreSQL CPU"), "ms/run"))
+    return rows
+
+
 @pytest.mark.django_db(transaction=True)
 def test_http_through_gunicorn(monkeypatch):
-    """The one bench section that starts processes: gunicorn (on the test database) and the instant model server."""
+    """The http section starts processes: gunicorn (on the test database) and the instant model server."""
     from tests.integration._support import db_url
 
     monkeypatch.setenv("DATABASE_URL", db_url())  # the gunicorn under test inherits the environment
     data = json.loads(command("bench", "--only", "http", "--http-runs", "2", "--json"))
 
-    assert [(r["figure"], r["unit"]) for r in data["rows"]] == [
-        (f"HTTP {what} @ c={c}", unit)
-        for c in (1, 8)
-        for what, unit in (("runs/s", "runs/s"), ("run p50", "ms"), ("run p95", "ms"))
-    ]
-    assert all(r["value"] > 0 for r in data["rows"])
+    expected = []
+    for c in (1, 8):
+        expected += [(f"HTTP runs/s @ c={c}", "runs/s")]
+        expected += [(f"HTTP run p50 @ c={c}", "ms"), (f"HTTP run p95 @ c={c}", "ms")]
+        expected += _usage_figures(f"HTTP {{}} @ c={c}")
+    assert [(r["figure"], r["unit"]) for r in data["rows"]] == expected
+    rows = {r["figure"]: r for r in data["rows"]}
+    # Two runs of PostgreSQL work can stay under one 10 ms clock tick; everything else is well above zero.
+    assert {f: r["value"] for f, r in rows.items() if r["value"] <= 0 and "PostgreSQL" not in f} == {}
+    assert all(rows[f"HTTP server peak RSS @ c={c}"]["value"] > 20 for c in (1, 8))  # master + 2 Django workers
+    assert "gunicorn (gthread)" in rows["HTTP runs/s @ c=1"]["work"]  # the worker class gunicorn reported
     assert not get_user_model().objects.filter(username__startswith="bench-").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_latency_through_gunicorn(monkeypatch):
+    """The latency section: a closed loop of clients against a model that takes its time."""
+    from tests.integration._support import db_url
+
+    monkeypatch.setenv("DATABASE_URL", db_url())
+    args = ("--latency-clients", "4", "--latency-seconds", "1", "--model-delay-ms", "50")
+    data = json.loads(command("bench", "--only", "latency", *args, "--json"))
+
+    prefix = "http, 50 ms model, {} @ c=4"
+    assert [(r["figure"], r["unit"]) for r in data["rows"]] == [
+        (prefix.format("runs/s"), "runs/s"),
+        (prefix.format("run p50"), "ms"),
+        (prefix.format("run p99"), "ms"),
+        (prefix.format("errors"), "requests"),
+        *_usage_figures(prefix),
+    ]
+    value = {r["figure"]: r["value"] for r in data["rows"]}
+    assert value.pop(prefix.format("errors")) == 0
+    assert all(v > 0 for v in value.values())
+    assert value[prefix.format("run p50")] >= 3 * 50  # three model calls per run, each after 50 ms
+    assert value[prefix.format("run p99")] >= value[prefix.format("run p50")]
+    assert value[prefix.format("server peak RSS")] > 20
+    assert "4 clients back to back for 1 s" in data["rows"][0]["work"]
+    assert not get_user_model().objects.filter(username__startswith="bench-").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_latency_model_delay_sets_the_run_time(monkeypatch):
+    """With 300 ms per model call a three-call run takes at least 900 ms, far above an instant model's run."""
+    from tests.integration._support import db_url
+
+    monkeypatch.setenv("DATABASE_URL", db_url())
+    args = ("--latency-clients", "2,3", "--latency-seconds", "1.5", "--model-delay-ms", "300")
+    rows = json.loads(command("bench", "--only", "latency", *args, "--json"))["rows"]
+
+    p50 = {r["figure"]: r["value"] for r in rows if " run p50 " in r["figure"]}
+    assert list(p50) == ["http, 300 ms model, run p50 @ c=2", "http, 300 ms model, run p50 @ c=3"]
+    assert all(v >= 900 for v in p50.values())

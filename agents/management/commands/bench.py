@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import itertools
 import json
 import random
@@ -9,9 +10,11 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -20,7 +23,10 @@ from rest_framework.authtoken.models import Token
 
 from agents.management.tables import format_table
 
-SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "memory")
+if TYPE_CHECKING:  # the HTTP helpers (requests, subprocesses) load only when an HTTP section runs
+    from agents.management.bench_http import Gunicorn, Load, ServerUsage
+
+SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "memory")
 
 
 @dataclass
@@ -33,7 +39,11 @@ class Row:
 
 
 class Command(BaseCommand):
-    help = "Measure parser, calculator, engine and persistence overhead and memory recall latency."
+    help = (
+        "Measure parser, calculator, engine and persistence overhead, three-turn runs over HTTP (server CPU and "
+        "memory too), the same run against a slow model under a closed-loop load (section latency, ~25 s), and "
+        "memory recall latency."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -41,6 +51,17 @@ class Command(BaseCommand):
         parser.add_argument("--sizes", default="1000,10000,100000", help="memory sizes (facts for one user)")
         parser.add_argument("--queries", type=int, default=200, help="recall queries per memory size")
         parser.add_argument("--http-runs", type=int, default=40, help="runs per concurrency level over HTTP")
+        parser.add_argument(
+            "--latency-clients",
+            default="64",
+            help="latency: comma-separated client counts of the closed loop (default 64; 64,256 adds ~30 s)",
+        )
+        parser.add_argument(
+            "--latency-seconds", type=float, default=10.0, help="latency: seconds per client count (default 10)"
+        )
+        parser.add_argument(
+            "--model-delay-ms", type=float, default=200.0, help="latency: ms the model takes per call (default 200)"
+        )
 
     def handle(self, *args, **opts) -> None:
         wanted = [s.strip() for s in opts["only"].split(",") if s.strip()]
@@ -49,18 +70,11 @@ class Command(BaseCommand):
             raise CommandError(
                 f"Unknown section(s): {', '.join(unknown)}. Choose from {', '.join(SECTIONS)}.", returncode=2
             )
-        try:
-            sizes = [int(s) for s in opts["sizes"].split(",") if s.strip()]
-        except ValueError:
-            raise CommandError("--sizes takes comma-separated whole numbers.", returncode=2) from None
-        if any(n < 1 for n in [*sizes, opts["queries"], opts["http_runs"]]):
-            raise CommandError("--sizes, --queries and --http-runs must be at least 1.", returncode=2)
+        params = _params(opts)
         rows: list[Row] = []
         for section in wanted:
             self._progress(f"measuring {section} …")
-            rows += getattr(self, f"_bench_{section}")(
-                sizes=sizes, queries=opts["queries"], http_runs=opts["http_runs"]
-            )
+            rows += getattr(self, f"_bench_{section}")(**params)
         self._print(rows, as_json=opts["json"])
 
     def _progress(self, message: str) -> None:
@@ -137,25 +151,53 @@ class Command(BaseCommand):
         ]
 
     def _bench_http(self, *, http_runs: int, **_) -> list[Row]:
-        from agents.management.bench_http import Gunicorn, InstantModelServer
+        from agents.management.bench_http import Gunicorn, InstantModelServer, ServerUsage
 
-        user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
         rows: list[Row] = []
-        try:
-            token = Token.objects.create(user=user).key
-            with InstantModelServer() as model, Gunicorn(_http_env(model.url)) as server:
-                for concurrency in (1, 8):
-                    self._progress(f"  http: {http_runs} runs at concurrency {concurrency} …")
+        with _bench_user() as token, InstantModelServer() as model, Gunicorn(_http_env(model.url)) as server:
+            self._warm_up(server, token)
+            for concurrency in (1, 8):
+                self._progress(f"  http: {http_runs} runs at concurrency {concurrency} …")
+                with ServerUsage(server.proc.pid, postgres=_local_postgres()) as usage:
                     rate, p50, p95 = _http_runs(server.url, token, http_runs, concurrency)
-                    work = f"3-turn run (2 calculator calls + answer) via gunicorn, 2 workers, c={concurrency}"
-                    rows += [
-                        Row(f"HTTP runs/s @ c={concurrency}", rate, "runs/s", work),
-                        Row(f"HTTP run p50 @ c={concurrency}", p50, "ms", work),
-                        Row(f"HTTP run p95 @ c={concurrency}", p95, "ms", work),
-                    ]
-        finally:
-            user.delete()
+                work = (
+                    f"3-turn run (2 calculator calls + answer) via gunicorn ({server.worker_class}), 2 workers, "
+                    f"c={concurrency}"
+                )
+                rows += [
+                    Row(f"HTTP runs/s @ c={concurrency}", rate, "runs/s", work),
+                    Row(f"HTTP run p50 @ c={concurrency}", p50, "ms", work),
+                    Row(f"HTTP run p95 @ c={concurrency}", p95, "ms", work),
+                    *_usage_rows(f"HTTP {{}} @ c={concurrency}", usage, http_runs, f"{http_runs} runs"),
+                ]
         return rows
+
+    def _bench_latency(
+        self, *, latency_clients: list[int], latency_seconds: float, model_delay_ms: float, **_
+    ) -> list[Row]:
+        """The three-turn run against a model that takes `model_delay_ms` per call, under a closed-loop load."""
+        from agents.management.bench_http import Gunicorn, InstantModelServer, ServerUsage, closed_loop
+
+        rows: list[Row] = []
+        with (
+            _bench_user() as token,
+            InstantModelServer(model_delay_ms) as model,
+            Gunicorn(_http_env(model.url)) as server,
+        ):
+            self._warm_up(server, token)
+            for clients in latency_clients:
+                self._progress(f"  latency: {clients} clients for {latency_seconds:g} s, model {model_delay_ms:g} ms …")
+                with ServerUsage(server.proc.pid, postgres=_local_postgres()) as usage:
+                    load = closed_loop(server.url, token, clients, latency_seconds)
+                done = f"  latency: {load.runs} runs in the window, {len(load.latencies_ms)} started in it"
+                self._progress(done + (f", {load.errors} errors, the last: {load.last_error}" if load.errors else ""))
+                rows += _latency_rows(load, usage, model_delay_ms, server.worker_class)
+        return rows
+
+    def _warm_up(self, server: Gunicorn, token: str) -> None:
+        """Warm every worker up before timing; say so when one stayed cold (its first run lands in the figures)."""
+        if not _warm_up(server, token):
+            self._progress("  warning: a gunicorn worker served no warm-up run; its first run is in the figures")
 
     def _bench_memory(self, *, sizes: list[int], queries: int, **_) -> list[Row]:
         rows = []
@@ -175,12 +217,116 @@ class Command(BaseCommand):
         return rows
 
 
+def _params(opts: dict) -> dict:
+    """The sections' parameters from the options, checked (a CommandError exiting 2 names the bad one)."""
+    sizes = _whole_numbers(opts["sizes"], "--sizes")
+    clients = _whole_numbers(opts["latency_clients"], "--latency-clients")
+    if any(n < 1 for n in [*sizes, opts["queries"], opts["http_runs"], *clients]):
+        raise CommandError("--sizes, --queries, --http-runs and --latency-clients must be at least 1.", returncode=2)
+    if not opts["latency_seconds"] > 0:
+        raise CommandError("--latency-seconds must be more than 0.", returncode=2)
+    if not 0 <= opts["model_delay_ms"] <= 60_000:
+        raise CommandError("--model-delay-ms must be between 0 and 60000.", returncode=2)
+    return {
+        "sizes": sizes,
+        "queries": opts["queries"],
+        "http_runs": opts["http_runs"],
+        "latency_clients": clients,
+        "latency_seconds": opts["latency_seconds"],
+        "model_delay_ms": opts["model_delay_ms"],
+    }
+
+
+def _whole_numbers(text: str, option: str) -> list[int]:
+    """Comma-separated whole numbers."""
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise CommandError(f"{option} takes comma-separated whole numbers.", returncode=2) from None
+
+
+@contextmanager
+def _bench_user() -> Iterator[str]:
+    """A throwaway user's API token; the user (and its runs) are deleted afterwards."""
+    user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
+    try:
+        yield Token.objects.create(user=user).key
+    finally:
+        user.delete()
+
+
+def _local_postgres() -> tuple[str, str] | None:
+    """(user, database) when the database is a PostgreSQL on this host, whose backends we can see in /proc."""
+    conf = connection.settings_dict
+    host = conf.get("HOST") or ""
+    local = host in ("", "localhost", "127.0.0.1", "::1") or host.startswith("/")
+    if connection.vendor != "postgresql" or not local:
+        return None
+    return conf.get("USER") or getpass.getuser(), conf["NAME"]
+
+
+def _usage_rows(figure: str, usage: ServerUsage, runs: int, window: str) -> list[Row]:
+    """Server CPU per run, peak RSS and (on a local PostgreSQL) the database's CPU per run; `figure` has a {}."""
+    per_run = max(runs, 1)
+    rows = [
+        Row(
+            figure.format("server CPU"),
+            usage.cpu_ms / per_run,
+            "ms/run",
+            f"user+system CPU of the gunicorn master and workers over {window}, per run",
+        ),
+        Row(
+            figure.format("server peak RSS"),
+            usage.peak_rss_mb,
+            "MB",
+            "VmHWM (peak since start) summed over the gunicorn master and workers; shared pages count per process",
+        ),
+    ]
+    if usage.db_cpu_ms is not None:
+        database = connection.settings_dict["NAME"]
+        work = f"user+system CPU of the PostgreSQL backends on {database} over {window}, per run"
+        rows.append(Row(figure.format("+ PostgreSQL CPU"), usage.db_cpu_ms / per_run, "ms/run", work))
+    return rows
+
+
+def _latency_rows(load: Load, usage: ServerUsage, delay_ms: float, worker_class: str) -> list[Row]:
+    """The rows of one client count of the latency section."""
+    if not load.latencies_ms:
+        raise CommandError(f"latency bench: no run succeeded ({load.errors} errors; the last: {load.last_error})")
+    c, name = load.clients, f"http, {delay_ms:g} ms model"
+    work = (
+        f"closed loop: {c} clients back to back for {load.seconds:g} s, model {delay_ms:g} ms/call, 3-turn run, "
+        f"gunicorn ({worker_class}), 2 workers"
+    )
+    p50, p99 = _percentiles(load.latencies_ms, (50, 99))
+    errors = f"non-2xx {load.non_2xx}, transport errors or wrong answers {load.failed}"
+    return [
+        Row(f"{name}, runs/s @ c={c}", load.runs / load.seconds, "runs/s", work + "; runs finished in the window"),
+        Row(f"{name}, run p50 @ c={c}", p50, "ms", work + "; every run started in the window"),
+        Row(f"{name}, run p99 @ c={c}", p99, "ms", work + "; every run started in the window"),
+        Row(f"{name}, errors @ c={c}", float(load.errors), "requests", errors),
+        *_usage_rows(f"{name}, {{}} @ c={c}", usage, len(load.latencies_ms), "the window and its drain"),
+    ]
+
+
+def _warm_up(server: Gunicorn, token: str, rounds: int = 6) -> bool:
+    """Runs until every worker has served some, so no worker's first run (lazy imports, model client) is timed."""
+    before = server.worker_cpu_ms()
+    for _ in range(rounds):
+        # Which worker accepts a connection is the kernel's choice: one can take a whole round while the other idles.
+        _http_runs(server.url, token, 8, 8)
+        after = server.worker_cpu_ms()
+        if all(after.get(pid, 0) - ms >= 50 for pid, ms in before.items()):  # an idle worker uses next to none
+            return True
+    return False
+
+
 def _http_env(model_url: str) -> dict[str, str]:
-    """The gunicorn under test: the instant model as provider `openai`, no rate limit in the way."""
+    """The gunicorn under test: the bench's model as provider `openai`, no rate limit in the way."""
     return {
         "OPENAI_BASE_URL": model_url,
         "OPENAI_API_KEY": "bench-not-a-key",
-        "AGENT_RATE_LIMIT": "1000000/m",
+        "AGENT_RATE_LIMIT": "1000000000/m",  # a closed loop of hundreds of clients must never meet a 429
         "SECURE_SSL_REDIRECT": "0",
         "NO_PROXY": "127.0.0.1,localhost",
         "LOG_LEVEL": "WARNING",
@@ -207,7 +353,7 @@ def _http_runs(url: str, token: str, runs: int, concurrency: int) -> tuple[float
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         latencies = list(pool.map(one, range(runs)))
     wall = time.perf_counter() - started
-    p50, p95 = _percentiles(latencies)
+    p50, p95 = _percentiles(latencies, (50, 95))
     return runs / wall, p50, p95
 
 
@@ -225,11 +371,12 @@ def _rate(fn: Callable[[], object], seconds: float = 0.5) -> float:
     return calls / elapsed
 
 
-def _percentiles(samples_ms: list[float]) -> tuple[float, float]:
+def _percentiles(samples_ms: list[float], points: tuple[int, ...] = (50, 95)) -> tuple[float, ...]:
+    """The given percentiles of the samples."""
     if len(samples_ms) == 1:  # quantiles() needs two
-        return samples_ms[0], samples_ms[0]
+        return tuple(samples_ms[0] for _ in points)
     cuts = statistics.quantiles(samples_ms, n=100, method="inclusive")
-    return cuts[49], cuts[94]
+    return tuple(cuts[p - 1] for p in points)
 
 
 def _engine_overhead_us(units: int = 2000) -> float:
