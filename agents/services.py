@@ -399,9 +399,18 @@ class Unheld:
         self.model = model
 
     def complete(self, request):
-        if settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS and not connection.in_atomic_block:
-            connection.close()
+        release_connection()
         return self.model.complete(request)
+
+
+def release_connection() -> None:
+    """Hand this thread's database connection back (to the pool, or closed) before it would only wait.
+
+    Used before every model call and between an event stream's polls. Off on SQLite by default
+    (AGENT_RELEASE_DB_DURING_MODEL_CALLS): there a connection is a file handle, not one of a server's slots.
+    """
+    if settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS and not connection.in_atomic_block:
+        connection.close()
 
 
 def _storable(value: Any) -> Any:

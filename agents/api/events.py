@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from rest_framework.renderers import BaseRenderer
 
 from agents.models import Run, RunStatus, Step
+from agents.services import release_connection
 
 POLL_S = 0.25
 KEEPALIVE_S = 15.0
@@ -36,8 +37,14 @@ def frame(event: str, data: object, event_id: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
-def run_events(run_id, after: int, *, poll_s: float = POLL_S, max_s: float = MAX_STREAM_S) -> Iterator[str]:
-    """Step events after index `after`, a `run` event whenever the status changes, then `done`."""
+def run_events(
+    run_id, after: int, *, poll_s: float = POLL_S, max_s: float = MAX_STREAM_S, sleep=time.sleep
+) -> Iterator[str]:
+    """Step events after index `after`, a `run` event whenever the status changes, then `done`.
+
+    Between polls the stream holds no database connection (on PostgreSQL it goes back to the pool): a stream can
+    stay open for minutes, and a pool slot held meanwhile would be one fewer for the requests doing work.
+    """
     from agents.api.serializers import RunSerializer, StepSerializer
 
     started = last_beat = time.monotonic()
@@ -63,4 +70,5 @@ def run_events(run_id, after: int, *, poll_s: float = POLL_S, max_s: float = MAX
         if now - last_beat > KEEPALIVE_S:
             last_beat = now
             yield ": keep-alive\n\n"
-        time.sleep(poll_s)
+        release_connection()
+        sleep(poll_s)

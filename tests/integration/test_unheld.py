@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 
 from agents import runtime, services
+from agents.models import Run
 from agents.providers.fake import ScriptedModel, calls, text
 from tests.integration._support import quick_user
 
@@ -58,3 +59,24 @@ def test_the_default_releases_on_postgresql_only():
 
     expected = connection.vendor == "postgresql"
     assert settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS is expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_open_event_stream_holds_no_connection_between_polls(settings):
+    """A stream waits for minutes; on PostgreSQL a pool slot held meanwhile starves the requests doing work."""
+    from agents.api.events import run_events
+    from tests.conftest import stored_run_fields
+
+    settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS = True
+    run = Run.objects.create(owner=quick_user("sam"), **stored_run_fields(status="running", output=None))
+    held_while_sleeping: list[bool] = []
+
+    def sleep(seconds: float) -> None:
+        held_while_sleeping.append(connection.connection is not None)
+        if len(held_while_sleeping) == 2:
+            Run.objects.filter(pk=run.pk).update(status="done", stop_reason="cancelled")
+
+    frames = list(run_events(run.pk, -1, poll_s=0.01, max_s=10, sleep=sleep))
+
+    assert held_while_sleeping == [False, False]
+    assert frames[-1].startswith("event: done")
