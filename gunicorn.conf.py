@@ -1,6 +1,9 @@
-"""gunicorn settings. A sync run holds its worker for up to its own timeout_s (max 600 s), so:
+"""gunicorn settings. Agent runs spend nearly all their life waiting on a model, so:
 
-- threads: a gthread worker keeps serving other requests while one request waits on a model;
+- worker_class gevent (default): a waiting run is a parked greenlet, not an OS thread; one worker keeps hundreds
+  of runs in flight (`GUNICORN_WORKER_CLASS=gthread` brings back threads: WEB_CONCURRENCY × GUNICORN_THREADS at once).
+  gunicorn patches the standard library before loading the app, so the SDKs' sockets, psycopg 3 and redis-py
+  yield while they wait. Measured with `manage.py bench --only latency` (README, Benchmarks).
 - timeout: longer than the largest run budget, so gunicorn never kills a sync run inside its own deadline.
   Model calls are bounded by the run's deadline (each call's timeout × attempts is capped by what remains).
 """
@@ -8,9 +11,10 @@
 import os
 
 bind = os.environ.get("GUNICORN_BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
-workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
-worker_class = "gthread"
-threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))  # one per core: a greenlet worker is CPU-bound, not I/O-bound
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gevent")
+worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))  # runs in flight per gevent worker
+threads = int(os.environ.get("GUNICORN_THREADS", "4"))  # gthread only
 timeout = 660  # > the largest timeout_s (600 s) plus a margin for committing the last step
 graceful_timeout = 30
 keepalive = 5

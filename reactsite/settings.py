@@ -1,6 +1,7 @@
 """Settings for reactsite, read from the environment (django-environ)."""
 
 import os
+import sys
 from pathlib import Path
 
 import environ

@@ -1,4 +1,4 @@
-"""End to end through a real gunicorn (2 gthread workers) on the test database, the model a scripted stub."""
+"""End to end through a real gunicorn (2 workers of the default class: gevent) on the test database, the model a stub."""
 
 from __future__ import annotations
 
@@ -73,3 +73,45 @@ def test_the_run_is_stored_in_the_shared_database(server):
     run = Run.objects.get(pk=resp.json()["id"])
     assert (run.owner_id, run.status, run.turns, run.lease_owner) == (user.pk, "running", 1, "")
     assert list(run.steps.order_by("index").values_list("index", "kind")) == [(0, "model"), (1, "tool")]
+
+
+def test_many_runs_wait_on_the_model_at_once_without_a_thread_each(server):
+    """Waiting costs nothing (issue 11): 2 workers hold 40 sync runs inside their model call at the same time.
+
+    The stub answers nobody until all 40 calls have arrived (or 20 s passed): with a thread per waiting run, as the
+    gthread default had (2 × 4 threads), at most 8 could ever be waiting together and this would time out.
+    """
+    import json
+    import threading
+
+    wanted, arrived, everyone = 40, [], threading.Event()
+    lock = threading.Lock()
+    payload = json.dumps(openai_text("done")).encode()
+
+    def handler(_request):
+        with lock:
+            arrived.append(1)
+            if len(arrived) >= wanted:
+                everyone.set()
+        everyone.wait(20)
+        return 200, {"Content-Type": "application/json"}, payload
+
+    server.stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
+    tokens = [token_key(quick_user(f"wait{i}")) for i in range(wanted)]  # the fixture's rate limit is per user
+    results: list[int] = [0] * wanted
+
+    def one(i: int) -> None:
+        body = {"input": "say done", "provider": "openai", "tools": [], "timeout_s": 60}
+        resp = requests.post(
+            server.url + "/api/v1/runs", json=body, headers={"Authorization": f"Token {tokens[i]}"}, timeout=60
+        )
+        results[i] = resp.status_code
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(wanted)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+    assert everyone.is_set(), f"only {len(arrived)} runs were waiting on the model at once"
+    assert results == [201] * wanted
