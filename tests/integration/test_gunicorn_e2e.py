@@ -1,4 +1,4 @@
-"""End to end through a real gunicorn (2 workers of the default class: gevent) on the test database, the model a stub."""
+"""End to end through a real gunicorn (2 workers of the default class, gevent) on the test database; a stub model."""
 
 from __future__ import annotations
 
