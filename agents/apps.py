@@ -7,3 +7,6 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents import checks  # noqa: F401  (registers the system checks)
+        from reactsite import green
+
+        green.install()

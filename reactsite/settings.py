@@ -1,7 +1,6 @@
 """Settings for reactsite, read from the environment (django-environ)."""
 
 import os
-import sys
 from pathlib import Path
 
 import environ
@@ -97,14 +96,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # before every model call, so runs waiting on models hold none of PostgreSQL's connections. SQLite: a persistent
 # connection per thread, checked before reuse (a file handle, not a server slot: kept during model calls).
 _POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
-
-
-def _green() -> bool:
-    """Whether gevent has patched this process (gunicorn's gevent worker does it before loading the app)."""
-    monkey = sys.modules.get("gevent.monkey")
-    return bool(monkey and monkey.is_module_patched("socket"))
-
-
 if _POSTGRES and env.bool("DB_POOL", default=True):
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
@@ -112,9 +103,8 @@ if _POSTGRES and env.bool("DB_POOL", default=True):
         "timeout": env.float("DB_POOL_TIMEOUT_S", default=10.0),
     }
 else:
-    # Under gevent every request is a new greenlet with its own connection: keeping it past the request would only
-    # leak it, so it is closed at the end of the request there.
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0 if _green() else 300)
+    # Under gevent a connection belongs to a client connection's greenlet and closes with it (reactsite/green.py).
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=300)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 AGENT_RELEASE_DB_DURING_MODEL_CALLS = env.bool("AGENT_RELEASE_DB_DURING_MODEL_CALLS", default=_POSTGRES)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -197,23 +197,3 @@ def test_a_per_process_cache_fails_check_in_production():
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["reactsite.E001"]
-
-
-@pytest.mark.parametrize("patched", [False, True], ids=["threads", "gevent"])
-def test_sqlite_connections_close_with_their_request_under_gevent(patched):
-    """A gevent worker serves each request in a new greenlet: a kept connection would only leak (issue 11)."""
-    import subprocess
-    import sys
-
-    code = (
-        ("from gevent import monkey; monkey.patch_all()\n" if patched else "")
-        + "import runpy\n"
-        + f"values = runpy.run_path({str(ROOT / 'reactsite' / 'settings.py')!r})\n"
-        + "print(values['DATABASES']['default']['CONN_MAX_AGE'])\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=clean_env(DEBUG="1"), capture_output=True, text=True, timeout=60
-    )
-
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split()[-1] == ("0" if patched else "300")
