@@ -1,6 +1,8 @@
 """URL routes."""
 
 from django.contrib import admin
+from django.http import JsonResponse
+from django.views import defaults
 from django.urls import include, path, re_path
 
 from agents.api.views import SeedRunView
@@ -14,3 +16,13 @@ urlpatterns = [
     path("api/v1/memory/", include("memory.api.urls")),
     re_path(r"^v1/agent/runs/?$", SeedRunView.as_view(), name="seed-run"),
 ]
+
+
+def not_found(request, exception=None):
+    """An unknown API address is a JSON 404 like every other API error; pages keep Django's HTML page."""
+    if request.path.startswith(("/api/", "/v1/")):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+handler404 = not_found

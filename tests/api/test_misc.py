@@ -251,3 +251,17 @@ def test_methods_not_allowed_are_405(api):
     assert api.patch(run_url(run_id), {"input": ARITHMETIC}, format="json").status_code == 405
     assert api.get(run_url(run_id, "advance")).status_code == 405
     assert api.delete(RUNS).status_code == 405
+
+
+@pytest.mark.parametrize("path", ["/api/v1/evals/runs/0.5/", "/api/v1/nowhere", "/v1/agent/elsewhere"])
+def test_an_unknown_api_address_is_a_json_404(api, path):
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Not found."}
+
+
+def test_an_unknown_page_keeps_djangos_html_404(client, db):
+    response = client.get("/no-such-page/")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
