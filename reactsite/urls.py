@@ -2,8 +2,8 @@
 
 from django.contrib import admin
 from django.http import JsonResponse
-from django.views import defaults
 from django.urls import include, path, re_path
+from django.views import defaults
 
 from agents.api.views import SeedRunView
 from agents.views import playground
