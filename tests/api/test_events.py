@@ -55,7 +55,7 @@ def test_garbage_last_event_id_replays_everything(api):
 
 @pytest.mark.parametrize("header", ["²", "٣", "-1", "1e3", "3.0", " ", "9" * 40])
 def test_a_last_event_id_that_is_not_a_plain_ascii_index_replays_everything(api, header):
-    """"²".isdigit() is true but int("²") raises: that was a 500 (issue 10.9)."""
+    """ "²".isdigit() is true but int("²") raises: that was a 500 (issue 10.9)."""
     run = create_run(api).json()
     frames = read(api.get(f"{RUNS}/{run['id']}/events", HTTP_LAST_EVENT_ID=header))
     assert [f["id"] for f in frames if f["event"] == "step"] == ["0", "1", "2", "3", "4"]
