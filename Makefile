@@ -36,10 +36,13 @@ setup: install
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py ensure_admin
 
-# The task worker (background runs) lives as long as gunicorn does: Ctrl-C stops both.
+# The background worker lives as long as gunicorn does (Ctrl-C stops both) and, like a process supervisor would,
+# is started again if it dies. One `run_worker` process keeps up to 200 background runs in flight.
 run: setup
 	@trap 'kill $$worker 2>/dev/null' EXIT; \
-	$(PY) manage.py db_worker --no-reload --no-startup-delay --interval 0.5 & worker=$$!; \
+	( trap 'kill $$child 2>/dev/null; wait $$child; exit 0' TERM; \
+	  while true; do $(PY) manage.py run_worker & child=$$!; wait $$child; \
+	  echo "background worker exited ($$?); restarting in 1 s" >&2; sleep 1; done ) & worker=$$!; \
 	$(VENV)/bin/gunicorn -c gunicorn.conf.py --bind 127.0.0.1:$(PORT) reactsite.wsgi
 
 lint: install

@@ -1,0 +1,107 @@
+"""A background worker that keeps many runs in flight: one greenlet per task, django-tasks-db's queue and claim.
+
+django-tasks-db's own `db_worker` runs one task at a time, so a process drives one background run at a time while
+that run mostly waits on its model. Here (under gevent, patched by `manage.py run_worker` before Django loads) one
+process claims up to `concurrency` tasks and runs each in its own greenlet; a run waiting on its model is a parked
+greenlet that holds no database connection. The queue, the claim (`select_for_update(skip_locked)`, or an exclusive
+transaction on SQLite) and the result bookkeeping are django-tasks-db's, so any number of such processes on any
+number of machines share one queue, beside plain `db_worker`s.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+
+import gevent
+from django.db import close_old_connections, connections
+from django.db.utils import OperationalError
+from django_tasks_db.management.commands.db_worker import Worker
+from django_tasks_db.models import DBTaskResult
+from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
+from gevent.pool import Pool
+
+log = logging.getLogger(__name__)
+
+
+class ConcurrentWorker(Worker):
+    """django-tasks-db's Worker, claiming tasks while fewer than `concurrency` run, each in its own greenlet."""
+
+    def __init__(self, *, concurrency: int, drain_s: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.pool, self.drain_s = Pool(concurrency), drain_s
+        self.in_flight: dict[gevent.Greenlet, str] = {}
+
+    def configure_signals(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            gevent.signal_handler(sig, self.stop)
+
+    def stop(self) -> None:
+        """Claim nothing more; runs in flight get `drain_s` to finish, then go back on the queue."""
+        log.warning("Shutting down: %d run(s) in flight", len(self.in_flight))
+        self.running = False
+
+    def run(self) -> None:
+        log.info("Starting worker worker_id=%s concurrency=%d", self.worker_id, self.pool.size)
+        while self.running:
+            self.pool.wait_available()
+            task = self._claim()
+            if task is not None:
+                self._start(task)
+                continue
+            if self.batch and not self.in_flight:
+                break
+            gevent.sleep(self.interval)
+        self._drain()
+
+    def _claim(self) -> DBTaskResult | None:
+        """The next ready task, claimed for this worker (the same query and claim as `db_worker`)."""
+        close_old_connections()
+        tasks = DBTaskResult.objects.ready().filter(backend_name=self.backend_name)
+        if not self.process_all_queues:
+            tasks = tasks.filter(queue_name__in=self.queue_names)
+        try:
+            with exclusive_transaction(tasks.db):
+                task = tasks.get_locked()
+                if task is not None:
+                    task.claim(self.worker_id)
+                return task
+        except OperationalError as exc:
+            if is_locked_database_exception(exc):
+                return None  # another process holds the queue for a moment
+            raise
+
+    def _start(self, task: DBTaskResult) -> None:
+        greenlet = self.pool.spawn(self._run_one, task)
+        args = task.args_kwargs.get("args") or [""]
+        self.in_flight[greenlet] = str(args[0])
+        greenlet.link(lambda g: self.in_flight.pop(g, None))
+
+    def _run_one(self, task: DBTaskResult) -> None:
+        try:
+            self.run_task(task)
+        finally:
+            connections.close_all()  # this greenlet's own connections: nobody else will ever use them
+
+    def _drain(self) -> None:
+        """Wait for runs in flight; past `drain_s`, stop them and hand them back to the queue at once."""
+        deadline = time.monotonic() + self.drain_s
+        while self.in_flight and time.monotonic() < deadline:
+            gevent.sleep(0.1)
+        handed_back = list(self.in_flight.values())
+        self.pool.kill(block=True, timeout=10)  # GreenletExit at their next wait: each releases its run's lease
+        for run_id in filter(None, handed_back):
+            _requeue(run_id)
+        connections.close_all()
+
+
+def _requeue(run_id: str) -> None:
+    """A run this worker stopped mid-way goes back on the queue, so another worker continues it at once."""
+    from agents import services
+    from agents.models import Run, RunMode, RunStatus
+
+    run = Run.objects.filter(pk=run_id, mode=RunMode.BACKGROUND, status=RunStatus.RUNNING).first()
+    if run is not None:
+        services.enqueue(run)
+        log.warning("Handed run %s back to the queue", run_id)

@@ -1,0 +1,103 @@
+"""`manage.py run_worker`: one process keeps many background runs in flight, and hands them back on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+from django_tasks_db.models import DBTaskResult
+
+from agents import services
+from agents.models import Run
+from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user
+from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _openai_configured(settings):
+    settings.OPENAI_API_KEY = fake_key()  # runs are validated here; the worker process gets its own key
+
+
+class Barrier:
+    """Stub replies held until `wanted` model calls are waiting at once (or `release` is set, or 20 s passed)."""
+
+    def __init__(self, stub, wanted: int) -> None:
+        self.wanted, self.arrived, self.lock = wanted, 0, threading.Lock()
+        self.everyone, self.release = threading.Event(), threading.Event()
+        payload = json.dumps(openai_text("done")).encode()
+
+        def handler(_request):
+            with self.lock:
+                self.arrived += 1
+                if self.arrived >= self.wanted:
+                    self.everyone.set()
+            self.everyone.wait(20)
+            self.release.wait(20)
+            return 200, {"Content-Type": "application/json"}, payload
+
+        stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
+
+
+def queue_runs(n: int) -> list[str]:
+    owner = quick_user("wendy")
+    options = services.RunOptions(input="say done", mode="background", provider="openai", tools=[], timeout_s=60)
+    return [str(services.submit_run(owner=owner, options=options).pk) for _ in range(n)]
+
+
+def worker(stub, *args: str) -> subprocess.Popen:
+    env = app_env(OPENAI_API_KEY=fake_key(), OPENAI_BASE_URL=stub.url + "/v1", LOG_LEVEL="WARNING")
+    return subprocess.Popen(
+        [PYTHON, MANAGE, "run_worker", "--interval", "0.05", *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_one_process_keeps_40_runs_waiting_on_the_model_at_once(stub):
+    ids = queue_runs(40)
+    barrier = Barrier(stub, wanted=40)
+    barrier.release.set()
+
+    proc = worker(stub, "--batch", "--concurrency", "50")
+    _, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 0, err[-3000:]
+    assert barrier.everyone.is_set(), f"only {barrier.arrived} runs waited on the model at once"
+    runs = Run.objects.filter(pk__in=ids)
+    assert sorted({(r.status, r.stop_reason, r.output) for r in runs}) == [("done", "final_answer", "done")]
+
+
+def test_sigterm_hands_runs_in_flight_back_to_the_queue_at_once(stub):
+    ids = queue_runs(5)
+    barrier = Barrier(stub, wanted=5)  # they wait until released: in flight when the worker is told to stop
+
+    proc = worker(stub, "--concurrency", "10", "--drain", "0.2")
+    assert barrier.everyone.wait(30), "the runs never reached the model"
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+
+    assert proc.returncode == 0, err[-3000:]
+    assert time.monotonic() - started < 10
+    runs = list(Run.objects.filter(pk__in=ids))
+    assert {(r.status, r.lease_owner) for r in runs} == {("running", "")}  # released, not left held
+    assert DBTaskResult.objects.filter(status="READY").count() == 5  # back on the queue
+
+    barrier.release.set()
+    again = worker(stub, "--batch", "--concurrency", "10")
+    _, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err[-3000:]
+    assert {r.stop_reason for r in Run.objects.filter(pk__in=ids)} == {"final_answer"}
+
+
+def test_run_worker_refuses_to_start_without_gevent():
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="gevent"):
+        call_command("run_worker", "--batch")
