@@ -101,3 +101,22 @@ def test_run_worker_refuses_to_start_without_gevent():
 
     with pytest.raises(CommandError, match="gevent"):
         call_command("run_worker", "--batch")
+
+
+def test_two_worker_processes_share_one_queue_and_never_double_a_run(stub):
+    """The multi-machine recipe: several run_worker processes on one database; each run is driven exactly once."""
+    ids = queue_runs(30)
+    barrier = Barrier(stub, wanted=30)
+    barrier.release.set()
+
+    procs = [worker(stub, "--batch", "--concurrency", "20") for _ in range(2)]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+
+    assert [p.returncode for p in procs] == [0, 0], errors
+    assert barrier.everyone.is_set()  # 30 runs waited at once: more than either process's 20 alone
+    runs = list(Run.objects.filter(pk__in=ids))
+    assert {(r.status, r.stop_reason) for r in runs} == {("done", "final_answer")}
+    assert all(list(r.steps.values_list("index", flat=True)) == [0] for r in runs)
+    assert stub.count("POST", OPENAI_PATH) == 30  # one model call per run: none repeated, none doubled
+    workers = {w for t in DBTaskResult.objects.all() for w in t.worker_ids}
+    assert len(workers) == 2
