@@ -16,10 +16,9 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from agents import engine, persist, runtime
+from agents import engine, leases, persist, runtime
 from agents.engine import RunState
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.models import Run, RunMode, RunStatus, StopReason
@@ -28,7 +27,6 @@ from agents.providers import ProviderConfigError, validate_choice
 from agents.tools import ToolContext
 
 log = logging.getLogger(__name__)
-LEASE_GRACE_S = 30.0
 
 
 class ServiceError(Exception):
@@ -118,7 +116,7 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
         status=RunStatus.QUEUED if options.mode == RunMode.BACKGROUND else RunStatus.RUNNING,
         deadline=deadline,
         lease_owner=lease_owner,
-        lease_expires=_lease_until(deadline) if lease_owner else None,
+        lease_expires=leases.until() if lease_owner else None,
         created_at=now,
         updated_at=now,
     )
@@ -249,11 +247,6 @@ def cancel_run(*, run_id, actor=None) -> Run:
     return Run.objects.get(pk=run_id)
 
 
-def _lease_until(deadline) -> Any:
-    """A lease lasts the run's remaining budget plus a grace period (for its last commit)."""
-    return deadline + timedelta(seconds=LEASE_GRACE_S)
-
-
 def _claim(run_id, statuses: list[str], start_budget: bool = False) -> str:
     """Take the run's lease with one conditional UPDATE (a queued run becomes running in the same statement).
 
@@ -267,7 +260,7 @@ def _claim(run_id, statuses: list[str], start_budget: bool = False) -> str:
         return token
     claimed = ours.update(
         lease_owner=token,
-        lease_expires=_lease_until(Greatest(F("deadline"), Value(now))),
+        lease_expires=leases.until(),
         status=Case(When(status=RunStatus.QUEUED, then=Value(RunStatus.RUNNING)), default=F("status")),
     )
     if claimed:
@@ -288,7 +281,7 @@ def _claim_queued(runs, token: str, now) -> bool:
     deadline = now + timedelta(seconds=timeout_s)
     return bool(
         runs.filter(status=RunStatus.QUEUED).update(
-            lease_owner=token, lease_expires=_lease_until(deadline), status=RunStatus.RUNNING, deadline=deadline
+            lease_owner=token, lease_expires=leases.until(), status=RunStatus.RUNNING, deadline=deadline
         )
     )
 
@@ -298,6 +291,7 @@ class Held:
 
     def __init__(self, run: Run, token: str, state: RunState) -> None:
         self.run, self.token, self.state = run, token, state
+        leases.hold(token)  # renewed every few seconds while this process works on it
         self.fresh = True  # stored (inserted or committed) since the last cancellation check
         self.released = False
 
@@ -344,6 +338,7 @@ def _drive(held: Held, units: int | None, decision: dict | None = None) -> Run:
             _apply_decision(held, decision, last=units == 0)
         _units(held, units)
     finally:
+        leases.drop(held.token)
         if not held.released:
             _release(held.run.pk, held.token)
     if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
@@ -435,7 +430,7 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     fields |= {"deadline": run.deadline, "updated_at": now, "version": run.version + 1}
     lease = {"lease_owner": "", "lease_expires": None}
     if not release:
-        lease = {"lease_owner": held.token, "lease_expires": _lease_until(run.deadline)}
+        lease = {"lease_owner": held.token, "lease_expires": leases.until()}
     fields |= lease
     rows = runtime.step_rows(run, [_storable(e) for e in events])
     for row in rows:

@@ -44,6 +44,7 @@ class ConcurrentWorker(Worker):
 
     def run(self) -> None:
         log.info("Starting worker worker_id=%s concurrency=%d", self.worker_id, self.pool.size)
+        sweeper = gevent.spawn(self._sweep)
         while self.running:
             self.pool.wait_available()
             task = self._claim()
@@ -53,7 +54,21 @@ class ConcurrentWorker(Worker):
             if self.batch and not self.in_flight:
                 break
             gevent.sleep(self.interval)
+        sweeper.kill()
         self._drain()
+
+    def _sweep(self) -> None:
+        """Every third of a lease: hand runs whose worker died (anywhere) to the queue."""
+        from agents import leases
+
+        while self.running:
+            try:
+                leases.sweep_orphans()
+            except Exception:  # noqa: BLE001 - a failed sweep is retried next round; the worker goes on
+                log.exception("sweep failed")
+            finally:
+                connections.close_all()
+            gevent.sleep(leases.lease_s() / 3)
 
     def _claim(self) -> DBTaskResult | None:
         """The next ready task, claimed for this worker (the same query and claim as `db_worker`)."""

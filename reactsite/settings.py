@@ -228,6 +228,8 @@ AGENT_MAX_INPUT_CHARS = env.int("AGENT_MAX_INPUT_CHARS", default=8000)
 AGENT_MAX_TOOL_OUTPUT_CHARS = env.int("AGENT_MAX_TOOL_OUTPUT_CHARS", default=4000)
 AGENT_LLM_TIMEOUT_S = env.float("AGENT_LLM_TIMEOUT_S", default=30.0)
 AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=2)
+# A run's lease: short, renewed by the process working on it; a dead worker's runs are taken over this fast.
+AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
 AGENT_DEFAULT_MAX_TURNS = 8
 AGENT_DEFAULT_TIMEOUT_S = 60.0
 # Model allowlists per provider (empty: any model). E.g. AGENT_MODELS_OPENAI=gpt-4.1-mini,gpt-4.1

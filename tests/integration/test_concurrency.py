@@ -271,9 +271,9 @@ def test_a_stream_that_sent_done_has_every_step_of_a_run_cancelled_during_a_mode
     assert Run.objects.get(pk=first.pk).turns == 2  # the cut unit's model call is still counted
 
 
-def test_after_an_approval_pause_the_lease_still_covers_the_runs_budget(user, openai_stub, settings):
-    """The deadline moves by the time spent paused; the lease must move with it, or a second worker could claim
-    the run while the first may still legitimately work on it."""
+def test_after_an_approval_pause_the_run_is_held_while_it_works(user, openai_stub, settings):
+    """The deadline moves by the time spent paused, and the (short, renewed) lease keeps a second worker out while
+    the first still works on the run."""
     settings.TAVILY_API_KEY = ""
     settings.DUCKDUCKGO_URL = openai_stub.url + "/"
     openai_stub.add("GET", "/", json={"Heading": "X", "AbstractText": "X is a letter."})
@@ -290,7 +290,7 @@ def test_after_an_approval_pause_the_lease_still_covers_the_runs_budget(user, op
     try:
         held = Run.objects.get(pk=run.pk)
         assert held.deadline > timezone.now() + timedelta(seconds=45)  # the paused time was given back
-        assert held.lease_expires >= held.deadline  # held for as long as the run may work
+        assert held.lease_owner and held.lease_expires > timezone.now()  # held while the model call lasts
         with pytest.raises(services.RunBusy):
             services.execute(run_id=run.pk, units=1)
     finally:
@@ -444,3 +444,26 @@ def keep_alive_sessions_on_two_workers(server) -> tuple[requests.Session, reques
         for session in sessions:
             session.close()
     pytest.skip("the kernel handed every connection to one gunicorn worker (the other process test still ran)")
+
+
+def test_a_lease_is_short_and_renewed_while_a_model_call_lasts(user, openai_stub, settings):
+    """No run dies with its worker (issue 11): the lease is seconds, not the run's budget, and the process holding
+    the run keeps pushing it forward during a long model call."""
+    from agents import leases
+
+    settings.AGENT_LEASE_S = 1.5
+    gate = Gate(openai_stub, openai_text("85"))
+    run = start(user, provider="openai", mode="sync", timeout_s=600)
+    worker = ThreadResult(lambda: services.execute(run_id=run.pk))
+    gate.wait_entered()
+    try:
+        first = Run.objects.get(pk=run.pk).lease_expires
+        assert first < timezone.now() + timedelta(seconds=2)  # seconds, not the run's 600 s
+        time.sleep(2.5)  # longer than a lease: the keeper has renewed it meanwhile
+        later = Run.objects.get(pk=run.pk)
+        assert later.lease_expires > first and later.lease_expires > timezone.now()
+        assert leases.sweep_orphans() == []  # a live worker's run is nobody's orphan
+    finally:
+        gate.release.set()
+    result = worker.join()
+    assert isinstance(result, Run) and result.output == "85"

@@ -1,0 +1,104 @@
+"""No run dies with its worker (issue 11): kill -9 the process driving a run in the middle of a model call, and a
+`run_worker` takes it over from its last committed step within seconds. Bounded in time; real processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from agents.models import Run
+from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user
+from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_tool_calls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LEASE_S = "1"  # the processes' AGENT_LEASE_S: a dead worker's run is taken over within a few seconds
+
+DRIVE = """
+import django, os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
+django.setup()
+from agents import services
+from agents.models import Run
+services.execute(run_id=sys.argv[1])
+"""
+
+
+class Script:
+    """The stub model: calculator(12*7), calculator(84+1), then "85"; the call at `hang_at` hangs the first time."""
+
+    def __init__(self, stub, hang_at: int) -> None:
+        self.calls, self.lock, self.hanging = 0, threading.Lock(), threading.Event()
+        replies = [
+            openai_tool_calls([("c1", "calculator", {"expression": "12*7"})]),
+            openai_tool_calls([("c2", "calculator", {"expression": "84+1"})]),
+            openai_text("85"),
+        ]
+
+        def handler(request):
+            turn = sum(1 for m in json.loads(request.body)["messages"] if m["role"] == "tool")
+            with self.lock:
+                self.calls += 1
+                hang = turn == hang_at and not self.hanging.is_set()
+                if hang:
+                    self.hanging.set()
+            if hang:
+                time.sleep(30)  # the process that asked is killed meanwhile
+            return 200, {"Content-Type": "application/json"}, json.dumps(replies[turn]).encode()
+
+        stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
+
+
+def env(stub) -> dict[str, str]:
+    return app_env(
+        OPENAI_API_KEY=fake_key(), OPENAI_BASE_URL=stub.url + "/v1", LOG_LEVEL="WARNING", AGENT_LEASE_S=LEASE_S
+    )
+
+
+def new_run(mode: str) -> Run:
+    from agents import services
+
+    options = services.RunOptions(input="What is 12*7, plus 1?", mode=mode, provider="openai", tools=["calculator"])
+    return services.start_run(owner=quick_user(f"k{time.monotonic_ns()}"), options=options)
+
+
+def wait_done(run_id, limit_s: float) -> Run:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        run = Run.objects.get(pk=run_id)
+        if run.status == "done":
+            return run
+        time.sleep(0.2)
+    raise AssertionError(f"run still {Run.objects.get(pk=run_id).status} after {limit_s} s")
+
+
+@pytest.mark.parametrize("mode", ["sync", "background"])
+@pytest.mark.parametrize("hang_at", [0, 1], ids=["first-model-call", "after-a-committed-reply"])
+def test_kill_9_during_a_model_call_and_the_run_still_finishes(settings, stub, mode, hang_at):
+    settings.OPENAI_API_KEY = fake_key()
+    script = Script(stub, hang_at)
+    run = new_run(mode)
+    if mode == "background":
+        Run.objects.filter(pk=run.pk).update(status="running")  # as a web request would hand it to a worker
+    driver = subprocess.Popen([PYTHON, "-c", DRIVE, str(run.pk)], cwd=ROOT, env=env(stub))
+    worker = None
+    try:
+        assert script.hanging.wait(30), "the driver never reached the model"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+        worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=env(stub))
+        done = wait_done(run.pk, 60)
+    finally:
+        for proc in (driver, worker):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(20)
+
+    assert (done.stop_reason, done.output) == ("final_answer", "85")
+    steps = list(done.steps.order_by("index").values_list("index", "kind"))
+    assert steps == list(enumerate(["model", "tool", "model", "tool", "model"]))  # contiguous, nothing doubled
+    assert script.calls == 4  # three replies, plus the one call the dead process never got: none asked twice
