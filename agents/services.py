@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from agents import engine, leases, persist, runtime
+from agents import doorbell, engine, leases, persist, runtime
 from agents.engine import RunState
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.models import Run, RunMode, RunStatus, StopReason
@@ -244,6 +244,7 @@ def cancel_run(*, run_id, actor=None) -> Run:
     )
     if not updated:
         raise RunFinished("The run is already done.")
+    doorbell.ring(run_id)
     return Run.objects.get(pk=run_id)
 
 
@@ -445,6 +446,7 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     for name, value in fields.items():
         setattr(run, name, value)
     held.state, held.fresh, held.released = state, True, release
+    doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
     _log_commit(run, state, events)
 
 

@@ -230,6 +230,9 @@ AGENT_LLM_TIMEOUT_S = env.float("AGENT_LLM_TIMEOUT_S", default=30.0)
 AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=2)
 # A run's lease: short, renewed by the process working on it; a dead worker's runs are taken over this fast.
 AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
+# How event streams learn of new steps: auto (Redis pub/sub with REDIS_URL, else PostgreSQL LISTEN/NOTIFY on
+# PostgreSQL, else polling), or redis, postgres, poll.
+AGENT_DOORBELL = env.str("AGENT_DOORBELL", default="auto")
 AGENT_DEFAULT_MAX_TURNS = 8
 AGENT_DEFAULT_TIMEOUT_S = 60.0
 # Model allowlists per provider (empty: any model). E.g. AGENT_MODELS_OPENAI=gpt-4.1-mini,gpt-4.1

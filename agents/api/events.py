@@ -13,11 +13,13 @@ from collections.abc import Iterator
 
 from rest_framework.renderers import BaseRenderer
 
+from agents import doorbell
 from agents.models import Run, RunStatus, Step
 from agents.services import release_connection
 
 POLL_S = 0.25
 KEEPALIVE_S = 15.0
+RECHECK_S = 5.0  # with a doorbell: a ring lost while its listener reconnects costs at most this much delay
 MAX_STREAM_S = 600.0  # a paused run can wait for hours: the client reconnects with Last-Event-ID
 
 
@@ -42,14 +44,22 @@ def run_events(
 ) -> Iterator[str]:
     """Step events after index `after`, a `run` event whenever the status changes, then `done`.
 
-    Between polls the stream holds no database connection (on PostgreSQL it goes back to the pool): a stream can
-    stay open for minutes, and a pool slot held meanwhile would be one fewer for the requests doing work.
+    With a doorbell (Redis, or PostgreSQL LISTEN/NOTIFY) the stream sleeps until the run's next commit rings it
+    (re-checking every RECHECK_S all the same); on SQLite it polls every `poll_s`. Between reads it holds no database
+    connection (on PostgreSQL it goes back to the pool): a stream can stay open for minutes.
     """
+    with doorbell.watching(run_id) as bell:
+        yield from _stream(run_id, after, bell, poll_s=poll_s, max_s=max_s, sleep=sleep)
+
+
+def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> Iterator[str]:
     from agents.api.serializers import RunSerializer, StepSerializer
 
     started = last_beat = time.monotonic()
     status = None
     while True:
+        if bell is not None:
+            bell.clear()  # before reading: a commit from now on rings again
         # The run first, then its steps: a unit's steps commit together with the run's new status, so every step
         # behind the status we read is in the step query that follows (and goes out before `run` / `done`).
         run = Run.objects.filter(pk=run_id).first()
@@ -71,4 +81,7 @@ def run_events(
             last_beat = now
             yield ": keep-alive\n\n"
         release_connection()
-        sleep(poll_s)
+        if bell is None:
+            sleep(poll_s)
+        else:
+            bell.wait(min(RECHECK_S, KEEPALIVE_S))

@@ -68,6 +68,7 @@ def test_an_open_event_stream_holds_no_connection_between_polls(settings):
     from tests.conftest import stored_run_fields
 
     settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS = True
+    settings.AGENT_DOORBELL = "poll"  # the polling path (with a doorbell the stream sleeps on the bell instead)
     run = Run.objects.create(owner=quick_user("sam"), **stored_run_fields(status="running", output=None))
     held_while_sleeping: list[bool] = []
 

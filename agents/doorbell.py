@@ -1,0 +1,140 @@
+"""A doorbell for event streams, part of the services layer: a run's commit rings, a stream waiting on it wakes.
+
+Without it every open stream polls the database four times a second. With Redis (REDIS_URL) a commit publishes the
+run's id on one channel; with PostgreSQL and no Redis it is a NOTIFY on that channel. Each process listens once (one
+subscription, or one LISTEN connection, however many streams are open) and wakes the streams waiting on that run.
+On SQLite — one machine, no server to ring — streams poll as before. AGENT_DOORBELL (auto, redis, postgres, poll)
+picks one by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+
+from django.conf import settings
+from django.db import connection
+
+log = logging.getLogger(__name__)
+CHANNEL = "reactsite_runs"
+
+
+def kind() -> str:
+    """redis, postgres or poll, from AGENT_DOORBELL (auto: Redis when configured, else PostgreSQL, else poll)."""
+    chosen = settings.AGENT_DOORBELL
+    if chosen != "auto":
+        return chosen
+    if settings.REDIS_URL:
+        return "redis"
+    return "postgres" if connection.vendor == "postgresql" else "poll"
+
+
+def ring(run_id) -> None:
+    """Tell every process's streams that this run has news (after the news is committed)."""
+    try:
+        match kind():
+            case "redis":
+                _redis(settings.REDIS_URL).publish(CHANNEL, str(run_id))
+            case "postgres":
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(run_id)])
+    except Exception as exc:  # noqa: BLE001 - a lost ring costs a stream one safety re-check, never the run
+        log.warning("doorbell ring failed: %s", type(exc).__name__)
+
+
+@contextmanager
+def watching(run_id) -> Iterator[threading.Event | None]:
+    """An event set whenever this run's bell rings, for as long as the block lasts (None when streams poll).
+
+    Clear it before reading the run, then wait on it: a ring between the read and the wait is not lost.
+    """
+    listener = _listener(kind())
+    if listener is None:
+        yield None
+        return
+    event = listener.watch(str(run_id))
+    try:
+        yield event
+    finally:
+        listener.unwatch(str(run_id), event)
+
+
+@cache
+def _redis(url: str):
+    import redis
+
+    return redis.Redis.from_url(url)
+
+
+class _Listener:
+    """One subscription per process; streams register an event per run they wait on."""
+
+    def __init__(self, listen) -> None:
+        self._listen, self._lock = listen, threading.Lock()
+        self._waiters: dict[str, set[threading.Event]] = defaultdict(set)
+        threading.Thread(target=self._run, name="doorbell", daemon=True).start()
+
+    def watch(self, run_id: str) -> threading.Event:
+        event = threading.Event()
+        with self._lock:
+            self._waiters[run_id].add(event)
+        return event
+
+    def unwatch(self, run_id: str, event: threading.Event) -> None:
+        with self._lock:
+            self._waiters[run_id].discard(event)
+            if not self._waiters[run_id]:
+                del self._waiters[run_id]
+
+    def _wake(self, run_id: str) -> None:
+        with self._lock:
+            events = list(self._waiters.get(run_id, ()))
+        for event in events:
+            event.set()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self._listen(self._wake)
+            except Exception as exc:  # noqa: BLE001 - reconnect; streams re-check on their own meanwhile
+                log.warning("doorbell listener lost (%s); reconnecting", type(exc).__name__)
+            time.sleep(1.0)
+
+
+def _listen_redis(wake) -> None:
+    pubsub = _redis(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(CHANNEL)
+    for message in pubsub.listen():
+        wake(message["data"].decode())
+
+
+def _listen_postgres(wake) -> None:
+    import psycopg
+
+    conf = connection.settings_dict
+    params = {"dbname": conf["NAME"], "user": conf["USER"], "password": conf["PASSWORD"] or None}
+    params |= {"host": conf["HOST"] or None, "port": conf["PORT"] or None}
+    with psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v}) as conn:
+        conn.execute(f"LISTEN {CHANNEL}")
+        for notify in conn.notifies():
+            wake(notify.payload)
+
+
+_LISTENERS: dict[str, _Listener] = {}
+_LISTENERS_LOCK = threading.Lock()
+
+
+def _listener(name: str) -> _Listener | None:
+    """This process's listener for the doorbell kind (started on first use); None for poll."""
+    listen = {"redis": _listen_redis, "postgres": _listen_postgres}.get(name)
+    if listen is None:
+        return None
+    with _LISTENERS_LOCK:
+        if name not in _LISTENERS:
+            _LISTENERS[name] = _Listener(listen)
+        return _LISTENERS[name]

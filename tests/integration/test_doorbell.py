@@ -1,0 +1,77 @@
+"""Event streams that scale (issue 11): a commit rings the run's doorbell and a waiting stream wakes at once —
+Redis pub/sub, or PostgreSQL LISTEN/NOTIFY — instead of every stream polling the database."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from agents import doorbell, services
+from agents.api.events import run_events
+from agents.models import Run
+from tests.conftest import stored_run_fields
+from tests.integration._support import quick_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def available(kind: str) -> bool:
+    from django.conf import settings
+
+    return bool(settings.REDIS_URL) if kind == "redis" else connection.vendor == "postgresql"
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def bell_kind(request, settings):
+    if not available(request.param):
+        pytest.skip(f"this run has no {request.param}")
+    settings.AGENT_DOORBELL = request.param
+    return request.param
+
+
+def running_run() -> Run:
+    return Run.objects.create(owner=quick_user(f"d{time.monotonic_ns()}"), **stored_run_fields(status="running"))
+
+
+def test_a_ring_sets_every_watcher_of_that_run_and_no_other(bell_kind):
+    run, other = running_run(), running_run()
+    with doorbell.watching(run.pk) as mine, doorbell.watching(other.pk) as theirs:
+        time.sleep(0.3)  # the process's one listener subscribes on first use
+        doorbell.ring(run.pk)
+        assert mine.wait(5), "the ring never arrived"
+        assert not theirs.wait(0.3)
+
+
+def test_a_waiting_stream_wakes_on_the_commit_not_on_a_poll(bell_kind):
+    run = running_run()
+    frames: list[str] = []
+
+    def consume() -> None:
+        try:
+            frames.extend(run_events(run.pk, -1, poll_s=60, max_s=30))  # a poll would take a minute
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    time.sleep(1.0)  # the stream has sent the run and waits on the bell
+    started = time.monotonic()
+    services.cancel_run(run_id=run.pk)
+    reader.join(10)
+
+    assert not reader.is_alive()
+    assert time.monotonic() - started < 3  # woken by the ring (a safety re-check comes only every 5 s)
+    assert frames[-1].startswith("event: done")
+
+
+def test_sqlite_polls(settings):
+    settings.AGENT_DOORBELL = "auto"
+    settings.REDIS_URL = ""
+    if connection.vendor != "sqlite":
+        pytest.skip("the embedded default only")
+    assert doorbell.kind() == "poll"
+    with doorbell.watching(running_run().pk) as bell:
+        assert bell is None
