@@ -23,3 +23,34 @@ errorlog = "-"
 # gunicorn 27 puts every instance's control socket at one per-user path, so a second gunicorn on the host (the
 # benchmark, the tests, another checkout) would take it over and delete it on exit. We don't use gunicornc.
 control_socket_disable = True
+
+
+def worker_exit(server, worker) -> None:
+    """A worker stopping (a deploy, or past graceful_timeout) hands the runs it still held back to the queue at once."""
+    try:
+        from agents import leases
+
+        leases.hand_back_all()
+    except Exception as exc:  # noqa: BLE001 - never block a shutdown; the orphan sweep catches these runs anyway
+        server.log.warning("could not hand runs back: %s", exc)
+
+
+def post_worker_init(worker) -> None:
+    """On SIGTERM a gevent worker hands its runs in flight back to the queue at once instead of holding them
+    through the graceful period: each run's greenlet is interrupted and releases and re-queues its run."""
+    import signal
+
+    if worker.cfg.worker_class_str != "gevent":
+        return
+    stop = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame) -> None:
+        import gevent
+
+        from agents import leases
+
+        gevent.spawn(leases.stop_all)
+        if callable(stop):
+            stop(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_term)

@@ -22,7 +22,7 @@ from agents.models import Run, RunMode, RunStatus
 
 log = logging.getLogger(__name__)
 
-_held: set[str] = set()
+_held: dict[str, object] = {}  # token -> the greenlet (under gevent) or thread working on that run
 _lock = threading.Lock()
 _keeper: threading.Thread | None = None
 
@@ -40,7 +40,7 @@ def hold(token: str) -> None:
     """This process holds `token`'s run: keep its lease alive until `drop`."""
     global _keeper
     with _lock:
-        _held.add(token)
+        _held[token] = _current()
         if _keeper is None or not _keeper.is_alive():
             _keeper = threading.Thread(target=_keep, name="lease-keeper", daemon=True)
             _keeper.start()
@@ -48,7 +48,7 @@ def hold(token: str) -> None:
 
 def drop(token: str) -> None:
     with _lock:
-        _held.discard(token)
+        _held.pop(token, None)
 
 
 def _keep() -> None:
@@ -104,3 +104,42 @@ def sweep_orphans() -> list[str]:
     if handed:
         log.warning("handed %d orphaned run(s) to the queue", len(handed))
     return handed
+
+
+def _current() -> object:
+    import sys
+
+    gevent = sys.modules.get("gevent")
+    return gevent.getcurrent() if gevent is not None else threading.current_thread()
+
+
+def stop_all() -> int:
+    """Under gevent: interrupt every greenlet working on a run; each hands its run back as it unwinds (GreenletExit
+    reaches it at its current wait, typically the model call). The number interrupted."""
+    import gevent
+
+    with _lock:
+        workers = [g for g in _held.values() if isinstance(g, gevent.Greenlet)]
+    gevent.killall(workers, block=False)
+    return len(workers)
+
+
+def hand_back_all() -> list[str]:
+    """This process is going away (a deploy's SIGTERM): release every lease it holds and queue those runs at once,
+    so another worker continues them now instead of after their leases run out. The ids handed back."""
+    from agents import services
+
+    with _lock:
+        tokens = list(_held)
+        _held.clear()
+    if not tokens:
+        return []
+    runs = list(Run.objects.filter(lease_owner__in=tokens, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]))
+    Run.objects.filter(lease_owner__in=tokens).update(lease_owner="", lease_expires=None)
+    for run in runs:
+        if run.mode == RunMode.SYNC:
+            Run.objects.filter(pk=run.pk, mode=RunMode.SYNC).update(mode=RunMode.BACKGROUND)
+        if run.mode != RunMode.STEP:
+            services.enqueue(run)
+    log.warning("handed %d run(s) back to the queue on shutdown", len(runs))
+    return [str(r.pk) for r in runs]

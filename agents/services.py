@@ -338,6 +338,10 @@ def _drive(held: Held, units: int | None, decision: dict | None = None) -> Run:
         if decision is not None:
             _apply_decision(held, decision, last=units == 0)
         _units(held, units)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # the process is being stopped (SIGTERM, GreenletExit): hand the run on
+            _hand_back(held)
+        raise
     finally:
         leases.drop(held.token)
         if not held.released:
@@ -345,6 +349,18 @@ def _drive(held: Held, units: int | None, decision: dict | None = None) -> Run:
     if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
         enqueue(held.run)  # driven part of the way (a decision, a step): a worker carries it on
     return held.result()
+
+
+def _hand_back(held: Held) -> None:
+    """Release the run now and queue it, so another worker continues it at once (a sync run as a background run)."""
+    run = held.run
+    Run.objects.filter(pk=run.pk, lease_owner=held.token).update(lease_owner="", lease_expires=None)
+    held.released = True
+    if held.state.status != RunStatus.RUNNING or run.mode == RunMode.STEP:
+        return
+    if run.mode == RunMode.SYNC:
+        Run.objects.filter(pk=run.pk, mode=RunMode.SYNC).update(mode=RunMode.BACKGROUND)
+    enqueue(run)
 
 
 def _apply_decision(held: Held, decision: dict, last: bool) -> None:

@@ -100,23 +100,9 @@ class ConcurrentWorker(Worker):
             connections.close_all()  # this greenlet's own connections: nobody else will ever use them
 
     def _drain(self) -> None:
-        """Wait for runs in flight; past `drain_s`, stop them and hand them back to the queue at once."""
+        """Wait for runs in flight; past `drain_s`, stop them: each hands its run back to the queue as it unwinds."""
         deadline = time.monotonic() + self.drain_s
         while self.in_flight and time.monotonic() < deadline:
             gevent.sleep(0.1)
-        handed_back = list(self.in_flight.values())
-        self.pool.kill(block=True, timeout=10)  # GreenletExit at their next wait: each releases its run's lease
-        for run_id in filter(None, handed_back):
-            _requeue(run_id)
+        self.pool.kill(block=True, timeout=10)  # GreenletExit at their next wait (agents.services._hand_back)
         connections.close_all()
-
-
-def _requeue(run_id: str) -> None:
-    """A run this worker stopped mid-way goes back on the queue, so another worker continues it at once."""
-    from agents import services
-    from agents.models import Run, RunMode, RunStatus
-
-    run = Run.objects.filter(pk=run_id, mode=RunMode.BACKGROUND, status=RunStatus.RUNNING).first()
-    if run is not None:
-        services.enqueue(run)
-        log.warning("Handed run %s back to the queue", run_id)

@@ -102,3 +102,60 @@ def test_kill_9_during_a_model_call_and_the_run_still_finishes(settings, stub, m
     steps = list(done.steps.order_by("index").values_list("index", "kind"))
     assert steps == list(enumerate(["model", "tool", "model", "tool", "model"]))  # contiguous, nothing doubled
     assert script.calls == 4  # three replies, plus the one call the dead process never got: none asked twice
+
+
+def test_sigterm_to_gunicorn_hands_a_sync_run_in_flight_back_at_once(settings, stub):
+    """A deploy stops gunicorn while a sync run waits on its model: the run goes back to the queue right away (not
+    after its lease runs out), and a worker finishes it."""
+    from django_tasks_db.models import DBTaskResult
+
+    from tests.integration.conftest import free_port
+
+    settings.OPENAI_API_KEY = fake_key()
+    script = Script(stub, hang_at=1)
+    owner = quick_user("deploy")
+    from tests.integration._support import token_key
+
+    port, token = free_port(), token_key(owner)
+    cmd = [str(ROOT / ".venv" / "bin" / "gunicorn"), "-c", "gunicorn.conf.py", "--workers", "1"]
+    cmd += ["--graceful-timeout", "1", "--bind", f"127.0.0.1:{port}", "--no-control-socket", "reactsite.wsgi"]
+    server = subprocess.Popen(cmd, cwd=ROOT, env=env(stub) | {"AGENT_LEASE_S": "600"})
+    client = None
+    try:
+        import requests
+
+        for _ in range(100):
+            try:
+                requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1)
+                break
+            except requests.RequestException:
+                time.sleep(0.1)
+        body = {"input": "What is 12*7, plus 1?", "provider": "openai", "tools": ["calculator"]}
+        headers = {"Authorization": f"Token {token}"}
+        client = threading.Thread(
+            target=lambda: requests.post(f"http://127.0.0.1:{port}/api/v1/runs", json=body, headers=headers, timeout=30)
+        )
+        client.start()
+        assert script.hanging.wait(30), "the run never reached its second model call"
+        stopped = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        server.wait(20)
+        assert time.monotonic() - stopped < 10
+    finally:
+        if server.poll() is None:
+            server.kill()
+    run = Run.objects.get(owner=owner)
+    assert (run.status, run.mode, run.lease_owner) == ("running", "background", "")  # handed on, not left held
+    assert DBTaskResult.objects.filter(status="READY").count() == 1  # queued at once: no 600 s lease to wait out
+
+    worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--batch"], cwd=ROOT, env=env(stub))
+    worker.wait(60)
+    done = Run.objects.get(pk=run.pk)
+    assert (done.stop_reason, done.output) == ("final_answer", "85")
+    assert list(done.steps.order_by("index").values_list("kind", flat=True)) == [
+        "model",
+        "tool",
+        "model",
+        "tool",
+        "model",
+    ]
