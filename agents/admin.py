@@ -15,7 +15,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.text import Truncator
 
-from agents import runtime, services
+from agents import selectors, services
 from agents.models import PendingApproval, Run, RunStatus, Step
 from agents.permissions import can_decide, can_review
 
@@ -138,7 +138,7 @@ class RunAdmin(ReadOnlyAdmin):
         if run is None:  # unknown or malformed id: the admin's own "doesn't exist" redirect, not a 500
             return super().change_view(request, object_id, form_url, extra_context)
         steps = list(Step.objects.filter(run=run).order_by("index"))
-        pending = runtime.pending_action(run)
+        pending = selectors.pending_action(run)
         context = {
             "run": run,
             "steps": [_step_view(s) for s in steps],
@@ -234,7 +234,7 @@ class PendingApprovalAdmin(ReadOnlyAdmin):
 
     def _calls(self, run) -> list[dict]:
         """The call the run waits on (over the prefetched steps)."""
-        pending = runtime.pending_action(run)
+        pending = selectors.pending_action(run)
         return [{"name": pending["tool"], "arguments": pending["arguments"]}] if pending else []
 
     @admin.display(description="run")

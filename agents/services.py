@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from agents import doorbell, engine, leases, persist, runtime
+from agents import doorbell, engine, leases, persist, rows, runtime, selectors
 from agents.engine import RunState
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.models import Run, RunMode, RunStatus, StopReason
@@ -84,7 +84,7 @@ def submit_run(*, owner, options: RunOptions) -> Run:
         return run
     token = uuid.uuid4().hex
     run = start_run(owner=owner, options=options, lease_owner=token)  # inserted already held by this worker
-    return _drive(Held(run, token, runtime.state_from_rows(run, [])), None if options.mode == RunMode.SYNC else 1)
+    return _drive(Held(run, token, rows.state_from_rows(run, [])), None if options.mode == RunMode.SYNC else 1)
 
 
 def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
@@ -212,7 +212,7 @@ def decide_approval(
 
 def _check_edited_arguments(run: Run, arguments: Any) -> None:
     """Edited arguments must fit the waiting tool's JSON Schema (the API and the admin share this rule)."""
-    pending = runtime.pending_action(run) or {}
+    pending = selectors.pending_action(run) or {}
     tool = runtime.tool_registry().get(pending.get("tool", ""))
     problem = schema_error(tool.parameters, arguments) if tool else None
     if problem is None and not isinstance(arguments, dict):
@@ -316,7 +316,7 @@ def _hold(run_id, statuses: list[str], start_budget: bool = False) -> Held:
     token = _claim(run_id, statuses, start_budget)
     try:
         run = Run.objects.get(pk=run_id)
-        state = runtime.state_from_rows(run, run.steps.order_by("index"))
+        state = rows.state_from_rows(run, run.steps.order_by("index"))
     except BaseException:
         _release(run_id, token)
         raise
@@ -368,7 +368,7 @@ def _apply_decision(held: Held, decision: dict, last: bool) -> None:
     run = held.run
     paused_for = max((timezone.now() - run.updated_at).total_seconds(), 0.0)
     run.deadline = run.deadline + timedelta(seconds=paused_for)
-    held.state.deadline = runtime.to_epoch(run.deadline)
+    held.state.deadline = rows.to_epoch(run.deadline)
     state, events = engine.decide(
         held.state, runtime.build_toolset(run), runtime.clock, interrupt=held.interrupt, **decision
     )
@@ -443,20 +443,20 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     lease lost) and nothing is appended.
     """
     run, now = held.run, timezone.now()
-    fields = _storable(runtime.run_fields(state))
+    fields = _storable(rows.run_fields(state))
     fields |= {"deadline": run.deadline, "updated_at": now, "version": run.version + 1}
     lease = {"lease_owner": "", "lease_expires": None}
     if not release:
         lease = {"lease_owner": held.token, "lease_expires": leases.until()}
     fields |= lease
-    rows = runtime.step_rows(run, [_storable(e) for e in events])
-    for row in rows:
-        row.created_at = now
+    new_steps = rows.step_rows(run, [_storable(e) for e in events])
+    for step in new_steps:
+        step.created_at = now
     try:
         with transaction.atomic(savepoint=False):
             if not persist.update_held_run(run.pk, held.token, fields):
                 return _cancelled(held, state, fields)
-            persist.insert_steps(rows)
+            persist.insert_steps(new_steps)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None
     for name, value in fields.items():
@@ -475,7 +475,7 @@ def _cancelled(held: Held, state: RunState, fields: dict) -> None:
         raise RunBusy("This worker lost the run's lease.")
     committed = held.state.steps
     held.run.refresh_from_db()
-    held.state = runtime.state_from_rows(held.run, [])
+    held.state = rows.state_from_rows(held.run, [])
     held.state.steps = list(committed)
     held.released = True
 

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
-from agents import runtime
+from agents import selectors
 from agents.models import Run, RunMode, RunProtocol, Step
 
 _JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
@@ -174,7 +174,7 @@ class RunSerializer(serializers.ModelSerializer):
             "output": run.output, "turns": run.turns, "input": run.input, "mode": run.mode, "protocol": run.protocol,
             "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
             "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
-            "sensitive_tools": run.sensitive_tools, "pending_action": runtime.pending_action(run), "error": run.error,
+            "sensitive_tools": run.sensitive_tools, "pending_action": selectors.pending_action(run), "error": run.error,
             "usage": self.get_usage(run), "created_at": _DATETIME.to_representation(run.created_at),
             "updated_at": _DATETIME.to_representation(run.updated_at),
         }  # fmt: skip
@@ -184,7 +184,7 @@ class RunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(PENDING_ACTION_SCHEMA)
     def get_pending_action(self, run: Run) -> dict | None:
-        return runtime.pending_action(run)
+        return selectors.pending_action(run)
 
 
 class RunDetailSerializer(RunSerializer):

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents import runtime, services
+from agents import rows, services
 from agents.models import IdempotencyKey, Run, RunStatus
 from tests.integration._support import (
     app_env,
@@ -158,7 +158,7 @@ def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
     assert (run.lease_owner, run.lease_expires) == ("", None)
 
     # The dead worker comes back and tries to commit what it had: refused, nothing written.
-    state = runtime.state_from_rows(run, run.steps.order_by("index"))
+    state = rows.state_from_rows(run, run.steps.order_by("index"))
     late = [{"index": 5, "kind": "error", "latency_ms": 0, "message": "late"}]
     with pytest.raises(services.RunBusy):
         services._commit(services.Held(run, dead, state), state, late, release=True)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents import runtime, services
+from agents import selectors, services
 from agents.api.serializers import RunDetailSerializer
 from agents.models import Run, RunStatus, Step
 from agents.permissions import can_decide
@@ -112,7 +112,7 @@ class Command(BaseCommand):
         return None
 
     def _ask(self, run: Run, opts) -> bool | None:
-        pending = runtime.pending_action(run) or {}
+        pending = selectors.pending_action(run) or {}
         if opts["approve"] or opts["deny"]:
             return bool(opts["approve"])
         if not sys.stdin.isatty():

@@ -1,0 +1,72 @@
+"""Stored rows <-> engine state: how a run row and its steps become a RunState, and a unit's result becomes rows.
+
+Part of the services layer (services call it inside their own transactions); no transactions here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from agents.engine import RunState
+from agents.models import Run, Step
+
+
+def to_epoch(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def from_epoch(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def state_from_rows(run: Run, steps: Iterable[Step]) -> RunState:
+    """Rebuild the engine state from the run row and its steps."""
+    return RunState(
+        input=run.input,
+        protocol=run.protocol,
+        max_turns=run.max_turns,
+        deadline=to_epoch(run.deadline),
+        tools=list(run.tools),
+        sensitive_tools=list(run.sensitive_tools),
+        status=run.status,
+        stop_reason=run.stop_reason,
+        output=run.output,
+        error=run.error,
+        turns=run.turns,
+        max_reflections=run.max_reflections,
+        reflections=run.reflections,
+        attempt_start_turn=run.attempt_start_turn,
+        prompt_tokens=run.prompt_tokens,
+        completion_tokens=run.completion_tokens,
+        steps=[s.as_event() for s in steps],
+    )
+
+
+def run_fields(state: RunState) -> dict:
+    """The run-row columns that a unit of work may change."""
+    return {
+        "status": state.status,
+        "stop_reason": state.stop_reason,
+        "output": state.output,
+        "error": state.error,
+        "turns": state.turns,
+        "reflections": state.reflections,
+        "attempt_start_turn": state.attempt_start_turn,
+        "prompt_tokens": state.prompt_tokens,
+        "completion_tokens": state.completion_tokens,
+    }
+
+
+def step_rows(run: Run, events: Iterable[dict]) -> list[Step]:
+    skip = {"index", "kind", "latency_ms"}
+    return [
+        Step(
+            run=run,
+            index=e["index"],
+            kind=e["kind"],
+            latency_ms=e["latency_ms"],
+            data={k: v for k, v in e.items() if k not in skip},
+        )
+        for e in events
+    ]
