@@ -369,9 +369,13 @@ def _apply_decision(held: Held, decision: dict, last: bool) -> None:
     paused_for = max((timezone.now() - run.updated_at).total_seconds(), 0.0)
     run.deadline = run.deadline + timedelta(seconds=paused_for)
     held.state.deadline = rows.to_epoch(run.deadline)
+    toolset = runtime.build_toolset(run)
+    # The decision is stored before the tool it allows runs: a worker dying in the tool call loses no decision.
     state, events = engine.decide(
-        held.state, runtime.build_toolset(run), runtime.clock, interrupt=held.interrupt, **decision
+        held.state, toolset, runtime.clock, interrupt=held.interrupt, record_only=True, **decision
     )
+    _commit(held, state, events, release=False)
+    state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt)
     _commit(held, state, events, release=last or state.status != RunStatus.RUNNING)
 
 

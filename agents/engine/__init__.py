@@ -1,7 +1,7 @@
 """The pure ReAct engine: state, parsing, tool dispatch, budgets. No Django, DB, HTTP or SDK imports."""
 
 from agents.engine.dispatch import Toolset
-from agents.engine.loop import EngineError, advance, cancel, decide, pending_action, pending_calls
+from agents.engine.loop import EngineError, advance, cancel, decide, pending_action, pending_calls, resume_calls
 from agents.engine.state import RunState
 from agents.engine.types import (
     ModelError,
@@ -31,4 +31,5 @@ __all__ = [
     "decide",
     "pending_action",
     "pending_calls",
+    "resume_calls",
 ]

@@ -120,8 +120,13 @@ def decide(
     arguments: dict[str, Any] | None = None,
     reason: str | None = None,
     interrupt: Interrupt | None = None,
+    record_only: bool = False,
 ) -> tuple[RunState, list[dict[str, Any]]]:
-    """Record a decision on the pending call, then run (or skip) it and the rest of the unit's calls."""
+    """Record a decision on the pending call, then run (or skip) it and the rest of the unit's calls.
+
+    `record_only` stops after the decision is recorded, so the host can store it before any tool runs; then
+    `resume_calls` runs the calls (the rest of the same unit).
+    """
     if state.status != Status.AWAITING_APPROVAL:
         raise EngineError("the run is not awaiting approval")
     state = state.copy()
@@ -139,6 +144,21 @@ def decide(
         reason=reason,
     )
     state.status = Status.RUNNING
+    if not record_only:
+        _run_pending(rec, toolset)
+        _after_unit(rec)
+    return state, rec.events
+
+
+def resume_calls(
+    state: RunState, toolset: Toolset, clock: Clock, interrupt: Interrupt | None = None
+) -> tuple[RunState, list[dict[str, Any]]]:
+    """Run the calls the last reply asked for that are still pending (after a stored decision), pausing before a
+    sensitive one; then the between-unit budget checks."""
+    if state.status != Status.RUNNING:
+        raise EngineError("the run is not running")
+    state = state.copy()
+    rec = _Recorder(state, clock, interrupt)
     _run_pending(rec, toolset)
     _after_unit(rec)
     return state, rec.events

@@ -45,8 +45,9 @@ def test_an_approval_decision(api, quiet, reviewer, django_assert_num_queries):
     run = create_run(api, input="search python", mode="step").json()
     assert run["status"] == "awaiting_approval"
     staff = client_for(reviewer)
-    # the view's look-up, the reviewer's permissions (2), the service's read, claim, read run and steps, commit
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 2 + 1 + 1 + 2 + 2):
+    # the view's look-up, the reviewer's permissions (2), the service's read, claim, read run and steps, then two
+    # commits: the decision (stored before any tool runs), then the rest of the unit (a denial: the run row only)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 2 + 1 + 1 + 2 + 2 + 1):
         response = staff.post(run_url(run["id"], "advance"), {"approval": False}, format="json")
     assert response.status_code == 200
     assert response.json()["status"] == "running"

@@ -59,10 +59,10 @@ def env(stub) -> dict[str, str]:
     )
 
 
-def new_run(mode: str) -> Run:
+def new_run(mode: str, tools: tuple[str, ...] = ("calculator",)) -> Run:
     from agents import services
 
-    options = services.RunOptions(input="What is 12*7, plus 1?", mode=mode, provider="openai", tools=["calculator"])
+    options = services.RunOptions(input="What is 12*7, plus 1?", mode=mode, provider="openai", tools=list(tools))
     return services.start_run(owner=quick_user(f"k{time.monotonic_ns()}"), options=options)
 
 
@@ -164,3 +164,55 @@ def test_sigterm_to_gunicorn_hands_a_sync_run_in_flight_back_at_once(settings, s
         "tool",
         "model",
     ]
+
+
+DECIDE = """
+import django, os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
+django.setup()
+from django.contrib.auth.models import User
+from agents import services
+services.execute(run_id=sys.argv[1])  # pauses before the sensitive search
+services.decide_approval(run_id=sys.argv[1], actor=User.objects.get(username=sys.argv[2]), approved=True)
+"""
+
+
+def test_kill_9_during_an_approved_tool_call_loses_neither_the_decision_nor_a_model_reply(settings, stub):
+    settings.OPENAI_API_KEY = fake_key()
+    calls, hanging = [], threading.Event()
+
+    def model(request):
+        turn = sum(1 for m in json.loads(request.body)["messages"] if m["role"] == "tool")
+        calls.append(turn)
+        reply = openai_tool_calls([("s1", "search", {"query": "x"})]) if turn == 0 else openai_text("X is a letter.")
+        return 200, {"Content-Type": "application/json"}, json.dumps(reply).encode()
+
+    def search(request):
+        if not hanging.is_set():
+            hanging.set()
+            time.sleep(30)  # the process that asked is killed meanwhile
+        return 200, {"Content-Type": "application/json"}, b'{"Heading": "X", "AbstractText": "X is a letter."}'
+
+    stub.add("POST", OPENAI_PATH, handler=model, repeat=True)
+    stub.add("GET", "/", handler=search, repeat=True)
+    reviewer = quick_user("rev", is_superuser=True, is_staff=True)
+    run = new_run("sync", tools=("search",))
+    search_env = env(stub) | {"DUCKDUCKGO_URL": stub.url + "/", "TAVILY_API_KEY": ""}
+    driver = subprocess.Popen([PYTHON, "-c", DECIDE, str(run.pk), reviewer.username], cwd=ROOT, env=search_env)
+    worker = None
+    try:
+        assert hanging.wait(30), "the approved search never started"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+        worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=search_env)
+        done = wait_done(run.pk, 60)
+    finally:
+        for proc in (driver, worker):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(20)
+
+    assert (done.stop_reason, done.output) == ("final_answer", "X is a letter.")
+    kinds = list(done.steps.order_by("index").values_list("kind", flat=True))
+    assert kinds == ["model", "approval", "tool", "model"]  # the stored decision was kept; the search ran again
+    assert calls == [0, 1]  # the committed reply was never asked for twice
