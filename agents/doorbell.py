@@ -75,7 +75,7 @@ class _Listener:
     """One subscription per process; streams register an event per run they wait on."""
 
     def __init__(self, listen) -> None:
-        self._listen, self._lock = listen, threading.Lock()
+        self._listen, self._lock, self.stopped = listen, threading.Lock(), threading.Event()
         self._waiters: dict[str, set[threading.Event]] = defaultdict(set)
         threading.Thread(target=self._run, name="doorbell", daemon=True).start()
 
@@ -98,22 +98,27 @@ class _Listener:
             event.set()
 
     def _run(self) -> None:
-        while True:
+        while not self.stopped.is_set():
             try:
-                self._listen(self._wake)
+                self._listen(self._wake, self.stopped)
             except Exception as exc:  # noqa: BLE001 - reconnect; streams re-check on their own meanwhile
                 log.warning("doorbell listener lost (%s); reconnecting", type(exc).__name__)
-            time.sleep(1.0)
+                time.sleep(1.0)
 
 
-def _listen_redis(wake) -> None:
+def _listen_redis(wake, stopped: threading.Event) -> None:
     pubsub = _redis(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(CHANNEL)
-    for message in pubsub.listen():
-        wake(message["data"].decode())
+    try:
+        while not stopped.is_set():
+            message = pubsub.get_message(timeout=1.0)
+            if message is not None:
+                wake(message["data"].decode())
+    finally:
+        pubsub.close()
 
 
-def _listen_postgres(wake) -> None:
+def _listen_postgres(wake, stopped: threading.Event) -> None:
     import psycopg
 
     conf = connection.settings_dict
@@ -121,8 +126,9 @@ def _listen_postgres(wake) -> None:
     params |= {"host": conf["HOST"] or None, "port": conf["PORT"] or None}
     with psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v}) as conn:
         conn.execute(f"LISTEN {CHANNEL}")
-        for notify in conn.notifies():
-            wake(notify.payload)
+        while not stopped.is_set():
+            for notify in conn.notifies(timeout=1.0):
+                wake(notify.payload)
 
 
 _LISTENERS: dict[str, _Listener] = {}
@@ -138,3 +144,11 @@ def _listener(name: str) -> _Listener | None:
         if name not in _LISTENERS:
             _LISTENERS[name] = _Listener(listen)
         return _LISTENERS[name]
+
+
+def stop_listeners() -> None:
+    """Stop this process's listeners (they close their subscription or connection within a second)."""
+    with _LISTENERS_LOCK:
+        for listener in _LISTENERS.values():
+            listener.stopped.set()
+        _LISTENERS.clear()

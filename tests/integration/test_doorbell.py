@@ -29,7 +29,8 @@ def bell_kind(request, settings):
     if not available(request.param):
         pytest.skip(f"this run has no {request.param}")
     settings.AGENT_DOORBELL = request.param
-    return request.param
+    yield request.param
+    doorbell.stop_listeners()  # no LISTEN connection outlives the test (the test database is dropped at the end)
 
 
 def running_run() -> Run:
