@@ -76,6 +76,22 @@ def wait_done(run_id, limit_s: float) -> Run:
     raise AssertionError(f"run still {Run.objects.get(pk=run_id).status} after {limit_s} s")
 
 
+def kill_and_take_over(driver: subprocess.Popen, busy: threading.Event, run: Run, environ: dict[str, str]) -> Run:
+    """Once the driver is busy (inside a model or tool call), kill -9 it; a fresh run_worker must finish the run."""
+    worker = None
+    try:
+        assert busy.wait(30), "the driver never got busy"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+        worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=environ)
+        return wait_done(run.pk, 60)
+    finally:
+        for proc in (driver, worker):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(20)
+
+
 @pytest.mark.parametrize("mode", ["sync", "background"])
 @pytest.mark.parametrize("hang_at", [0, 1], ids=["first-model-call", "after-a-committed-reply"])
 def test_kill_9_during_a_model_call_and_the_run_still_finishes(settings, stub, mode, hang_at):
@@ -85,18 +101,7 @@ def test_kill_9_during_a_model_call_and_the_run_still_finishes(settings, stub, m
     if mode == "background":
         Run.objects.filter(pk=run.pk).update(status="running")  # as a web request would hand it to a worker
     driver = subprocess.Popen([PYTHON, "-c", DRIVE, str(run.pk)], cwd=ROOT, env=env(stub))
-    worker = None
-    try:
-        assert script.hanging.wait(30), "the driver never reached the model"
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(10)
-        worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=env(stub))
-        done = wait_done(run.pk, 60)
-    finally:
-        for proc in (driver, worker):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(20)
+    done = kill_and_take_over(driver, script.hanging, run, env(stub))
 
     assert (done.stop_reason, done.output) == ("final_answer", "85")
     steps = list(done.steps.order_by("index").values_list("index", "kind"))
@@ -199,18 +204,7 @@ def test_kill_9_during_an_approved_tool_call_loses_neither_the_decision_nor_a_mo
     run = new_run("sync", tools=("search",))
     search_env = env(stub) | {"DUCKDUCKGO_URL": stub.url + "/", "TAVILY_API_KEY": ""}
     driver = subprocess.Popen([PYTHON, "-c", DECIDE, str(run.pk), reviewer.username], cwd=ROOT, env=search_env)
-    worker = None
-    try:
-        assert hanging.wait(30), "the approved search never started"
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(10)
-        worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=search_env)
-        done = wait_done(run.pk, 60)
-    finally:
-        for proc in (driver, worker):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(20)
+    done = kill_and_take_over(driver, hanging, run, search_env)
 
     assert (done.stop_reason, done.output) == ("final_answer", "X is a letter.")
     kinds = list(done.steps.order_by("index").values_list("kind", flat=True))
