@@ -95,12 +95,8 @@ def sweep_orphans() -> list[str]:
     )
     handed: list[str] = []
     for run in candidates[:500]:
-        if str(run.pk) in live:
-            continue
-        if run.mode == RunMode.SYNC:
-            Run.objects.filter(pk=run.pk, mode=RunMode.SYNC).update(mode=RunMode.BACKGROUND)
-        services.enqueue(run)
-        handed.append(str(run.pk))
+        if str(run.pk) not in live and services.continue_elsewhere(run):
+            handed.append(str(run.pk))
     if handed:
         log.warning("handed %d orphaned run(s) to the queue", len(handed))
     return handed
@@ -137,9 +133,6 @@ def hand_back_all() -> list[str]:
     runs = list(Run.objects.filter(lease_owner__in=tokens, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]))
     Run.objects.filter(lease_owner__in=tokens).update(lease_owner="", lease_expires=None)
     for run in runs:
-        if run.mode == RunMode.SYNC:
-            Run.objects.filter(pk=run.pk, mode=RunMode.SYNC).update(mode=RunMode.BACKGROUND)
-        if run.mode != RunMode.STEP:
-            services.enqueue(run)
+        services.continue_elsewhere(run)
     log.warning("handed %d run(s) back to the queue on shutdown", len(runs))
     return [str(r.pk) for r in runs]

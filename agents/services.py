@@ -356,11 +356,19 @@ def _hand_back(held: Held) -> None:
     run = held.run
     Run.objects.filter(pk=run.pk, lease_owner=held.token).update(lease_owner="", lease_expires=None)
     held.released = True
-    if held.state.status != RunStatus.RUNNING or run.mode == RunMode.STEP:
-        return
+    if held.state.status == RunStatus.RUNNING:
+        continue_elsewhere(run)
+
+
+def continue_elsewhere(run: Run) -> bool:
+    """Queue a run no worker holds any more, so another worker carries it on: a sync run (whose caller is gone)
+    continues as a background run; a step run waits for its client, so it stays. True when queued."""
+    if run.mode == RunMode.STEP:
+        return False
     if run.mode == RunMode.SYNC:
         Run.objects.filter(pk=run.pk, mode=RunMode.SYNC).update(mode=RunMode.BACKGROUND)
     enqueue(run)
+    return True
 
 
 def _apply_decision(held: Held, decision: dict, last: bool) -> None:
