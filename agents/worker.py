@@ -22,6 +22,8 @@ from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 from gevent.pool import Pool
 
+from reactsite import green
+
 log = logging.getLogger(__name__)
 
 
@@ -94,10 +96,12 @@ class ConcurrentWorker(Worker):
         greenlet.link(lambda g: self.in_flight.pop(g, None))
 
     def _run_one(self, task: DBTaskResult) -> None:
+        green.lend()  # an idle connection of an earlier task, if there is one (reactsite/green.py)
         try:
             self.run_task(task)
         finally:
-            connections.close_all()  # this greenlet's own connections: nobody else will ever use them
+            close_old_connections()  # an obsolete or broken one is closed ...
+            green.take_back()  # ... the rest go back for the next task
 
     def _drain(self) -> None:
         """Wait for runs in flight; past `drain_s`, stop them: each hands its run back to the queue as it unwinds."""
@@ -106,3 +110,4 @@ class ConcurrentWorker(Worker):
             gevent.sleep(0.1)
         self.pool.kill(block=True, timeout=10)  # GreenletExit at their next wait (agents.services._hand_back)
         connections.close_all()
+        green.close_idle()

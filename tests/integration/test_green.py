@@ -1,4 +1,4 @@
-"""Under gevent a greenlet's database connection is kept across its requests and closed when the greenlet is gone."""
+"""Under gevent, open database connections are shared between the requests of different greenlets, one at a time."""
 
 from __future__ import annotations
 
@@ -9,52 +9,78 @@ from tests.integration._support import ROOT, clean_env
 
 SCRIPT = """
 from gevent import monkey; monkey.patch_all()
-import os, gc, django
+import os, django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
-gc.disable()  # closing must not wait for the cycle collector
 import gevent
-from django.core.signals import request_finished
-from django.db import connection
+from django.core.signals import request_finished, request_started
+from django.db import connection, connections
+from reactsite import green
 
-raws = []
+raws, overlap, busy = [], [0], set()
 
 def client_connection(requests):
-    for _ in range(requests):  # one keep-alive client: several requests, one greenlet
+    for _ in range(requests):  # one client connection: a greenlet serving its requests
+        request_started.send(sender=None)
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-        raws.append(connection.connection)
+        raw = connection.connection
+        if id(raw) in busy:
+            overlap[0] += 1  # two greenlets holding one connection at once
+        busy.add(id(raw))
+        raws.append(raw)
+        gevent.sleep(0.01)  # a request in flight: others run meanwhile
+        busy.discard(id(raw))
         request_finished.send(sender=None)
 
-gevent.joinall([gevent.spawn(client_connection, 3) for _ in range(5)])
-gevent.sleep(0)
-per_greenlet = len({id(r) for r in raws})
+# 40 client connections, 10 at a time: each greenlet is new, but the connections are not
+for wave in range(4):
+    gevent.joinall([gevent.spawn(client_connection, 2) for _ in range(10)])
+distinct = len({id(r) for r in raws})
+in_transaction = []
+
+def holds_a_transaction():
+    from django.db import transaction
+    request_started.send(sender=None)
+    with transaction.atomic():
+        connection.cursor().execute("SELECT 1")
+        request_finished.send(sender=None)  # a streaming response ending inside a transaction
+        in_transaction.append(connection.connection is not None and connection.in_atomic_block)
+
+gevent.spawn(holds_a_transaction).join()
+idle = len(green._idle["default"])
+green.close_idle()
 closed = 0
 for raw in {id(r): r for r in raws}.values():
     try:
         raw.execute("SELECT 1")
     except Exception:
         closed += 1
-print(per_greenlet, closed)
+print(len(raws), distinct, overlap[0], in_transaction[0], idle, closed)
 """
 
 
-def test_a_greenlets_connection_is_reused_then_closed_with_it(tmp_path):
+def test_idle_connections_are_shared_between_greenlets_one_at_a_time(tmp_path):
     env = clean_env(DEBUG="1", DATABASE_URL=f"sqlite:///{tmp_path / 'g.sqlite3'}")
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
     )
 
     assert proc.returncode == 0, proc.stderr[-3000:]
-    reused_per_greenlet, closed = map(int, proc.stdout.split()[-2:])
-    assert reused_per_greenlet == 5  # one connection per client greenlet, kept across its 3 requests
-    assert closed == 5  # ... and closed once the greenlet was gone, with no garbage collection
+    requests, distinct, overlap, kept_in_transaction, idle, closed = proc.stdout.split()[-6:]
+    assert int(requests) == 80
+    assert int(distinct) == 10  # 40 greenlets, 80 requests: as many connections as were ever in use at once
+    assert int(overlap) == 0  # never two greenlets on one connection at the same time
+    assert kept_in_transaction == "True"  # a connection inside a transaction stays with its greenlet
+    assert int(idle) == 9  # the 10 less the one that stayed with the transaction's greenlet
+    assert int(closed) == 10  # close_idle closes the idle ones; the other went with its greenlet
 
 
 def test_without_gevent_nothing_is_installed():
-    from django.core.signals import request_finished
+    from django.core.signals import request_finished, request_started
 
     from reactsite import green
 
     assert not green.patched()
-    assert not any("reactsite.green" in str(key) for key, *_ in request_finished.receivers)
+    for signal in (request_started, request_finished):
+        assert not any("reactsite.green" in str(key) for key, *_ in signal.receivers)
