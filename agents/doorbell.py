@@ -1,10 +1,11 @@
 """A doorbell for event streams, part of the services layer: a run's commit rings, a stream waiting on it wakes.
 
-Without it every open stream polls the database four times a second. With Redis (REDIS_URL) a commit publishes the
-run's id on one channel; with PostgreSQL and no Redis it is a NOTIFY on that channel. Each process listens once (one
-subscription, or one LISTEN connection, however many streams are open) and wakes the streams waiting on that run.
-On SQLite — one machine, no server to ring — streams poll as before. AGENT_DOORBELL (auto, redis, postgres, poll)
-picks one by hand.
+Without it every open stream polls the database four times a second. On PostgreSQL a commit NOTIFYs the run's id
+on one channel, inside the commit's own statement (agents/persist.py: no extra round trip, and delivered only once
+the commit is); with SQLite and Redis (REDIS_URL) it publishes the id on a Redis channel. Each process listens once
+(one LISTEN connection, or one subscription, however many streams are open) and wakes the streams waiting on that
+run. On SQLite alone — one machine, no server to ring — streams poll as before. AGENT_DOORBELL (auto, redis,
+postgres, poll) picks one by hand.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ CHANNEL = "reactsite_runs"
 
 
 def kind() -> str:
-    """redis, postgres or poll, from AGENT_DOORBELL (auto: Redis when configured, else PostgreSQL, else poll)."""
+    """redis, postgres or poll, from AGENT_DOORBELL (auto: PostgreSQL's NOTIFY on PostgreSQL, else Redis when
+    configured, else poll). On PostgreSQL the ring rides the commit; a Redis publish was a round trip per commit."""
     chosen = settings.AGENT_DOORBELL
     if chosen != "auto":
         return chosen
-    if settings.REDIS_URL:
-        return "redis"
-    return "postgres" if connection.vendor == "postgresql" else "poll"
+    if connection.vendor == "postgresql":
+        return "postgres"
+    return "redis" if settings.REDIS_URL else "poll"
 
 
 def ring(run_id) -> None:

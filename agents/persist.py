@@ -1,4 +1,5 @@
-"""The hot path's two writes, as SQL built once per database: update the held run, append its steps.
+"""The hot path's writes, as SQL built once per database: insert a held run; commit a unit (update the held run,
+append its steps).
 
 Part of the services layer (called inside their transactions, never on its own). A unit's commit runs five times
 in a three-turn run; building these statements through the ORM each time (filter trees, compilers, quoting) cost
@@ -11,7 +12,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from agents.models import Run, RunStatus, Step
 
@@ -71,6 +72,12 @@ def insert_steps(steps: list[Step]) -> None:
     if not steps:
         return
     placeholders = "(" + ", ".join(["%s"] * len(STEP_COLUMNS)) + ")"
+    sql = _insert_head(connection.vendor) + ", ".join([placeholders] * len(steps))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _step_params(steps))
+
+
+def _step_params(steps: list[Step]) -> list[Any]:
     params: list[Any] = []
     for step in steps:
         params += [
@@ -81,6 +88,43 @@ def insert_steps(steps: list[Step]) -> None:
             step.latency_ms,
             _prep(Step, "created_at", step.created_at),
         ]
-    sql = _insert_head(connection.vendor) + ", ".join([placeholders] * len(steps))
+    return params
+
+
+@cache
+def _commit_sql(vendor: str, steps: int, notify: bool) -> str:
+    """PostgreSQL: a unit's whole commit as one statement (data-modifying CTEs run atomically, in one round trip,
+    where BEGIN, UPDATE, INSERT, COMMIT took four). The steps are inserted, and the NOTIFY sent (on commit), only when
+    the run's UPDATE matched."""
+    update = _update_sql(vendor) + " RETURNING 1"
+    ctes = [f"u AS ({update})"]
+    if steps:
+        casts = [Step._meta.get_field(c).db_type(connection) for c in STEP_COLUMNS]
+        row = "(" + ", ".join(f"%s::{cast}" for cast in casts) + ")"
+        columns = _insert_head(vendor).removesuffix(" VALUES ")
+        values = ", ".join([row] * steps)
+        ctes.append(f"i AS ({columns} SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM u))")
+    ring = ", (SELECT pg_notify(%s, %s) FROM u)" if notify else ""
+    return f"WITH {', '.join(ctes)} SELECT count(*){ring} FROM u"
+
+
+def commit_unit(run_id, token: str, fields: dict[str, Any], steps: list[Step], *, notify: str | None = None) -> bool:
+    """Update the held run and append its new steps atomically; False (and nothing appended) when the run is no
+    longer held by `token` or is done. A doubled step raises IntegrityError.
+
+    On PostgreSQL, `notify` (a channel) has the same statement NOTIFY the run's id there once it commits; elsewhere
+    it is ignored (the caller rings its own doorbell)."""
+    if connection.vendor != "postgresql":
+        with transaction.atomic(savepoint=False):
+            if not update_held_run(run_id, token, fields):
+                return False
+            insert_steps(steps)
+            return True
+    params = [_prep(Run, c, fields[c]) for c in RUN_COLUMNS]
+    params += [_prep(Run, "id", run_id), token, RunStatus.DONE.value]
+    params += _step_params(steps)
+    if notify:
+        params += [notify, str(run_id)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_commit_sql(connection.vendor, len(steps), bool(notify)), params)
+        return cursor.fetchone()[0] > 0

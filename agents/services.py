@@ -464,17 +464,17 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     new_steps = rows.step_rows(run, [_storable(e) for e in events])
     for step in new_steps:
         step.created_at = now
+    rings = doorbell.kind() == "postgres" and connection.vendor == "postgresql"  # the commit NOTIFYs, no round trip
     try:
-        with transaction.atomic(savepoint=False):
-            if not persist.update_held_run(run.pk, held.token, fields):
-                return _cancelled(held, state, fields)
-            persist.insert_steps(new_steps)
+        if not persist.commit_unit(run.pk, held.token, fields, new_steps, notify=doorbell.CHANNEL if rings else None):
+            return _cancelled(held, state, fields)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None
     for name, value in fields.items():
         setattr(run, name, value)
     held.state, held.fresh, held.released = state, True, release
-    doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
+    if not rings:
+        doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
     _log_commit(run, state, events)
 
 

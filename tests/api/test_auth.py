@@ -125,3 +125,25 @@ def test_token_client_needs_no_csrf(alice):
     client = client_for(alice)
     client.handler.enforce_csrf_checks = True
     assert create_run(client).status_code == 201
+
+
+def test_the_prepared_token_lookup_gives_what_drfs_gives(alice):
+    """FastTokenAuthentication: the same user and token, attribute for attribute, as DRF's ORM look-up."""
+    from rest_framework.authentication import TokenAuthentication
+    from rest_framework.authtoken.models import Token
+
+    from agents.api.authentication import FastTokenAuthentication
+
+    key = Token.objects.get_or_create(user=alice)[0].key
+    ours, theirs = (
+        FastTokenAuthentication().authenticate_credentials(key),
+        TokenAuthentication().authenticate_credentials(key),
+    )
+
+    def attributes(obj) -> dict:
+        return {name: value for name, value in vars(obj).items() if not name.startswith("_")}
+
+    assert attributes(ours[0]) == attributes(theirs[0]) and ours[0].last_login is None  # converted as the ORM does
+    assert attributes(ours[1]) == attributes(theirs[1])
+    assert ours[1].user is ours[0]
+    assert ours[0].date_joined.tzinfo is not None  # a datetime, not the column's raw text

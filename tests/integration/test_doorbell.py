@@ -68,6 +68,32 @@ def test_a_waiting_stream_wakes_on_the_commit_not_on_a_poll(bell_kind):
     assert frames[-1].startswith("event: done")
 
 
+def test_a_units_commit_rings_the_bell(bell_kind):
+    """The ring of a unit's commit (on PostgreSQL a NOTIFY inside the commit's own statement) wakes a stream."""
+    options = services.RunOptions(input="What is 12*7, plus 1?", mode="step", provider="demo", tools=["calculator"])
+    run = services.submit_run(owner=quick_user(f"u{time.monotonic_ns()}"), options=options)  # one unit: a reply
+    seen = run.steps.count()
+    arrivals: list[tuple[float, str]] = []
+
+    def consume() -> None:
+        try:
+            for frame in run_events(run.pk, seen - 1, poll_s=60, max_s=6):  # a poll would take a minute
+                arrivals.append((time.monotonic(), frame))
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    time.sleep(1.0)  # the stream has sent the run and waits on the bell
+    started = time.monotonic()
+    services.advance_run(run_id=run.pk, actor=run.owner)  # the tool unit commits
+    reader.join(10)
+
+    steps = [at for at, frame in arrivals if "\nevent: step\n" in frame]
+    assert steps, "the committed step never reached the stream"
+    assert steps[0] - started < 3  # woken by the commit's ring, not by a poll or the 5 s safety re-check
+
+
 def test_sqlite_polls(settings):
     settings.AGENT_DOORBELL = "auto"
     settings.REDIS_URL = ""

@@ -1,0 +1,64 @@
+"""`Authorization: Token …`, as DRF's TokenAuthentication, with its look-up as one prepared join.
+
+DRF looks the token up with `Token.objects.select_related("user").get(key=…)`: building that query through the ORM
+costs ~0.2 ms on every API request (a fortieth of a three-turn run's CPU), for a statement that never changes. Here
+the statement is built once per process and its row becomes the same `User` and `Token` objects through the ORM's
+own `Model.from_db`. Same answers, same error messages, same OpenAPI scheme (a subclass of DRF's).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from django.db import connections, router
+from django.utils.translation import gettext_lazy as _
+from rest_framework import exceptions
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.authtoken.models import Token
+
+
+@cache
+def _lookup(db: str) -> tuple[str, list[str], list[str], list]:
+    """The join; the token's and the user's field names in the order of its columns; each column's converters (as
+    the ORM's compiler applies them: the backend's, then the field's)."""
+    connection = connections[db]
+    q = connection.ops.quote_name
+    user_model = Token._meta.get_field("user").related_model
+    token_fields = Token._meta.concrete_fields
+    user_fields = user_model._meta.concrete_fields
+    t, u = q(Token._meta.db_table), q(user_model._meta.db_table)
+    columns = [f"{t}.{q(f.column)}" for f in token_fields] + [f"{u}.{q(f.column)}" for f in user_fields]
+    user_fk = q(Token._meta.get_field("user").column)
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {t} INNER JOIN {u} "  # noqa: S608 - model tables and columns only
+        f"ON {t}.{user_fk} = {u}.{q(user_model._meta.pk.column)} WHERE {t}.{q('key')} = %s"
+    )
+    converters = []
+    for model, fields in ((Token, token_fields), (user_model, user_fields)):
+        for field in fields:
+            column = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            converters.append((found, column))
+    return sql, [f.attname for f in token_fields], [f.attname for f in user_fields], converters
+
+
+class FastTokenAuthentication(TokenAuthentication):
+    def authenticate_credentials(self, key):
+        db = router.db_for_read(Token)
+        connection = connections[db]
+        sql, token_names, user_names, converters = _lookup(db)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [key])
+            row = cursor.fetchone()
+        if row is None:
+            raise exceptions.AuthenticationFailed(_("Invalid token."))
+        row = list(row)
+        for i, (found, column) in enumerate(converters):
+            for convert in found:
+                row[i] = convert(row[i], column, connection)
+        token = Token.from_db(db, token_names, row[: len(token_names)])
+        user = Token._meta.get_field("user").related_model.from_db(db, user_names, row[len(token_names) :])
+        token.user = user
+        if not user.is_active:
+            raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
+        return user, token
