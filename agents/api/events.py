@@ -15,7 +15,7 @@ from rest_framework.renderers import BaseRenderer
 
 from agents import doorbell
 from agents.models import Run, RunStatus, Step
-from agents.services import release_connection
+from agents.services import reacquire_connection, release_connection
 
 POLL_S = 0.25
 KEEPALIVE_S = 15.0
@@ -85,3 +85,4 @@ def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> 
             sleep(poll_s)
         else:
             bell.wait(min(RECHECK_S, KEEPALIVE_S))
+        reacquire_connection()

@@ -84,3 +84,39 @@ def test_without_gevent_nothing_is_installed():
     assert not green.patched()
     for signal in (request_started, request_finished):
         assert not any("reactsite.green" in str(key) for key, *_ in signal.receivers)
+
+
+WAIT = """
+from gevent import monkey; monkey.patch_all()
+import os, django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
+django.setup()
+from django.db import connection, connections
+from agents.services import Unheld
+from reactsite import green
+
+class Model:
+    def complete(self, request):
+        held = [w for w in connections.all(initialized_only=True) if w.connection]
+        print("during", len(held), len(green._idle["default"]))
+        return "reply"
+
+with connection.cursor() as cursor:
+    cursor.execute("SELECT 1")
+before = connection.connection
+reply = Unheld(Model()).complete(None)
+print("after", reply, connection.connection is before)
+"""
+
+
+def test_a_greenlet_waiting_on_its_model_holds_no_sqlite_connection(tmp_path):
+    """Under gevent on SQLite the run's connection waits in the idle set during the model call (other greenlets use
+    it meanwhile) and the same one comes back afterwards: no connect per call."""
+    env = clean_env(DEBUG="1", DATABASE_URL=f"sqlite:///{tmp_path / 'w.sqlite3'}")
+    proc = subprocess.run(
+        [sys.executable, "-c", WAIT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "during 0 1" in proc.stdout  # none held by the waiting greenlet; its connection is in the idle set
+    assert "after reply True" in proc.stdout  # ... and it is the same connection afterwards
