@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
+from subprocess import Popen
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -17,15 +22,6 @@ from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LEASE_S = "1"  # the processes' AGENT_LEASE_S: a dead worker's run is taken over within a few seconds
-
-DRIVE = """
-import django, os, sys
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
-django.setup()
-from agents import services
-from agents.models import Run
-services.execute(run_id=sys.argv[1])
-"""
 
 
 class Script:
@@ -90,23 +86,6 @@ def kill_and_take_over(driver: subprocess.Popen, busy: threading.Event, run: Run
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(20)
-
-
-@pytest.mark.parametrize("mode", ["sync", "background"])
-@pytest.mark.parametrize("hang_at", [0, 1], ids=["first-model-call", "after-a-committed-reply"])
-def test_kill_9_during_a_model_call_and_the_run_still_finishes(settings, stub, mode, hang_at):
-    settings.OPENAI_API_KEY = fake_key()
-    script = Script(stub, hang_at)
-    run = new_run(mode)
-    if mode == "background":
-        Run.objects.filter(pk=run.pk).update(status="running")  # as a web request would hand it to a worker
-    driver = subprocess.Popen([PYTHON, "-c", DRIVE, str(run.pk)], cwd=ROOT, env=env(stub))
-    done = kill_and_take_over(driver, script.hanging, run, env(stub))
-
-    assert (done.stop_reason, done.output) == ("final_answer", "85")
-    steps = list(done.steps.order_by("index").values_list("index", "kind"))
-    assert steps == list(enumerate(["model", "tool", "model", "tool", "model"]))  # contiguous, nothing doubled
-    assert script.calls == 4  # three replies, plus the one call the dead process never got: none asked twice
 
 
 def test_sigterm_to_gunicorn_hands_a_sync_run_in_flight_back_at_once(settings, stub):
@@ -210,3 +189,241 @@ def test_kill_9_during_an_approved_tool_call_loses_neither_the_decision_nor_a_mo
     kinds = list(done.steps.order_by("index").values_list("kind", flat=True))
     assert kinds == ["model", "approval", "tool", "model"]  # the stored decision was kept; the search ran again
     assert calls == [0, 1]  # the committed reply was never asked for twice
+
+
+# --- kill -9, twenty times per kill point ------------------------------------------------------------------------
+
+KILLS = 20  # drivers killed per case, each driving its own run
+TAKEOVER_S = 60  # every run is done this long after the workers that take over start
+TAG = re.compile(r"#(\d+)")
+JSON = {"Content-Type": "application/json"}
+CALC_KINDS = ["model", "tool", "model", "tool", "model"]
+
+# One driver per run. A sync run is driven as the web request would (services.execute); a background run as a
+# django-tasks-db worker would (it claims the run's task, then runs it). A run that pauses for approval is then
+# approved by the same process, which runs the approved tool (as the API's decision request does). With a stop
+# count, the driver sleeps right after that many commits of its own (`paused after commit k` on stdout).
+DRIVE_ONE = """
+import django, os, sys, time
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
+django.setup()
+from django.contrib.auth.models import User
+from agents import services
+from agents.models import Run
+
+run_id, mode, reviewer, stop_after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if stop_after:
+    commit, commits = services._commit, []
+
+    def counted(*args, **kwargs):
+        commit(*args, **kwargs)
+        commits.append(1)
+        if len(commits) == stop_after:
+            print(f"paused after commit {stop_after}", flush=True)
+            time.sleep(600)  # killed here, before the next unit (or the reply's tool call) starts
+
+    services._commit = counted
+if mode == "background":
+    from django_tasks_db.management.commands.db_worker import Worker
+    from django_tasks_db.models import DBTaskResult
+
+    worker = Worker(
+        queue_names=["default"], interval=0.1, batch=True, backend_name="default", startup_delay=False,
+        max_tasks=None, worker_id=f"driver-{os.getpid()}", excluded_queue_names=[],
+    )
+    task = DBTaskResult.objects.ready().get(args_kwargs__args__0=run_id)
+    task.claim(worker.worker_id)
+    worker.run_task(task)
+else:
+    services.execute(run_id=run_id)
+if Run.objects.get(pk=run_id).status == "awaiting_approval":
+    services.decide_approval(run_id=run_id, actor=User.objects.get(username=reviewer), approved=True)
+print("driver finished", Run.objects.get(pk=run_id).status, flush=True)
+"""
+
+
+@dataclass
+class Plan:
+    """One run of a case: its script, what it must end with, and where its driver is killed."""
+
+    tag: int
+    mode: str
+    replies: list[dict]  # the model's reply per turn
+    kinds: list[str]  # the run's steps, in order
+    output: str
+    hang_turn: int | None = None  # model-call: this turn's first call hangs
+    search_turn: int | None = None  # tool-call: the search the model asks for at this turn hangs the first time
+    stop_after: int = 0  # between-units: the driver stops after this many commits
+    run_id: str = ""
+
+
+def plans(case: str) -> list[Plan]:
+    """KILLS runs, sync and background alternately; the kill point varies across them."""
+    calc = [
+        openai_tool_calls([("c1", "calculator", {"expression": "12*7"})]),
+        openai_tool_calls([("c2", "calculator", {"expression": "84+1"})]),
+        openai_text("85"),
+    ]
+    out = []
+    for i in range(KILLS):
+        mode, n = ("sync", "background")[i % 2], i // 2  # n: the same kill point in both modes
+        if case == "model-call":
+            out.append(Plan(i, mode, calc, CALC_KINDS, "85", hang_turn=n % 3))  # the 1st, 2nd or 3rd model call
+        elif case == "between-units":
+            out.append(Plan(i, mode, calc, CALC_KINDS, "85", stop_after=n % 4 + 1))  # after a reply, or a tool
+        else:  # tool-call: the search is the first unit's tool call, or the second's (after a calculator unit)
+            search = openai_tool_calls([("s1", "search", {"query": f"letter #{i}"})])
+            if n % 2 == 0:
+                replies, kinds, at = [search, openai_text("X is a letter.")], ["model", "approval", "tool", "model"], 0
+            else:
+                replies, at = [calc[0], search, openai_text("X is a letter.")], 1
+                kinds = ["model", "tool", "model", "approval", "tool", "model"]
+            out.append(Plan(i, mode, replies, kinds, "X is a letter.", search_turn=at))
+    return out
+
+
+class Stubs:
+    """The scripted model and search engine for many runs at once, told apart by the `#tag` in their input (the
+    search by its query); counts every model call per (run, turn) and every search per run."""
+
+    def __init__(self, stub, runs: list[Plan]) -> None:
+        self.plans = {p.tag: p for p in runs}
+        self.model_calls: Counter[tuple[int, int]] = Counter()
+        self.searches: Counter[int] = Counter()
+        self.busy = {p.tag: threading.Event() for p in runs}  # the driver got to its kill point
+        self.release = threading.Event()  # lets hung calls end once the test is over
+        self.lock = threading.Lock()
+        stub.add("POST", OPENAI_PATH, handler=self.model, repeat=True)
+        stub.add("GET", "/", handler=self.search, repeat=True)
+
+    def model(self, request):
+        messages = json.loads(request.body)["messages"]
+        user = next(m for m in messages if m["role"] == "user")
+        tag = int(TAG.search(json.dumps(user["content"])).group(1))
+        turn = sum(1 for m in messages if m["role"] == "tool")
+        plan = self.plans[tag]
+        with self.lock:
+            self.model_calls[tag, turn] += 1
+            hang = turn == plan.hang_turn and self.model_calls[tag, turn] == 1
+        if hang:
+            self.busy[tag].set()
+            self.release.wait(120)  # the driver that asked is killed meanwhile
+        return 200, JSON, json.dumps(plan.replies[turn]).encode()
+
+    def search(self, request):
+        query = parse_qs(urlsplit(request.path).query)["q"][0]
+        tag = int(TAG.search(query).group(1))
+        with self.lock:
+            self.searches[tag] += 1
+            hang = self.searches[tag] == 1
+        if hang:
+            self.busy[tag].set()
+            self.release.wait(120)  # the driver running the approved search is killed meanwhile
+        return 200, JSON, b'{"Heading": "X", "AbstractText": "X is a letter."}'
+
+
+def start_drivers(runs: list[Plan], stubs: Stubs, reviewer: str, environ: dict[str, str]) -> dict[int, Popen]:
+    drivers = {}
+    for p in runs:
+        args = [PYTHON, "-c", DRIVE_ONE, p.run_id, p.mode, reviewer, str(p.stop_after)]
+        drivers[p.tag] = Popen(args, cwd=ROOT, env=environ, stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=watch_stdout, args=(drivers[p.tag], p, stubs.busy[p.tag]), daemon=True).start()
+    return drivers
+
+
+def watch_stdout(driver: Popen, plan: Plan, busy: threading.Event) -> None:
+    for line in driver.stdout:
+        if line.strip() == f"paused after commit {plan.stop_after}":
+            busy.set()
+
+
+def kill_at_their_kill_points(drivers: dict[int, Popen], stubs: Stubs, limit_s: float = 90) -> None:
+    """SIGKILL each driver as soon as it is at its kill point; none may finish or die on its own first."""
+    deadline, alive = time.monotonic() + limit_s, dict(drivers)
+    while alive:
+        assert time.monotonic() < deadline, f"drivers never got to their kill point: {sorted(alive)}"
+        for tag, driver in list(alive.items()):
+            if stubs.busy[tag].is_set():
+                driver.send_signal(signal.SIGKILL)
+                assert driver.wait(10) == -signal.SIGKILL, f"driver #{tag} was gone before its kill"
+                del alive[tag]
+            elif driver.poll() is not None:
+                raise AssertionError(f"driver #{tag} exited with {driver.returncode} before its kill point")
+        time.sleep(0.02)
+
+
+def describe(run_ids: list[str]) -> str:
+    """The state of unfinished runs, for a failure message."""
+    from django_tasks_db.models import DBTaskResult
+
+    lines = []
+    for run in Run.objects.filter(pk__in=run_ids).exclude(status="done"):
+        tasks = list(DBTaskResult.objects.filter(args_kwargs__args__0=str(run.pk)).values_list("status", flat=True))
+        kinds = list(run.steps.order_by("index").values_list("kind", flat=True))
+        lines.append(f"{run.input!r} {run.status} {run.mode} lease={run.lease_owner!r} tasks={tasks} steps={kinds}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("case", ["model-call", "tool-call", "between-units"])
+def test_kill_9_twenty_times_and_every_run_still_finishes(settings, stub, case):
+    """kill -9 of the process driving a run, KILLS times per kill point (each its own driver and run, sync and
+    background): two fresh `run_worker`s take them all over (the orphan sweep hands them to the queue once their
+    leases run out) and finish every one within TAKEOVER_S, with contiguous steps, none doubled, and no model call
+    repeated for a reply that was committed before the kill."""
+    from agents import services
+
+    settings.OPENAI_API_KEY = fake_key()
+    runs = plans(case)
+    stubs = Stubs(stub, runs)
+    reviewer = quick_user("rev", is_superuser=True, is_staff=True)
+    owner = quick_user("k9")
+    tools = ["search", "calculator"] if case == "tool-call" else ["calculator"]
+    for p in runs:
+        options = services.RunOptions(
+            input=f"What is 12*7, plus 1? #{p.tag}", mode=p.mode, provider="openai", tools=tools, timeout_s=300
+        )
+        if p.mode == "background":
+            p.run_id = str(services.submit_run(owner=owner, options=options).pk)  # queued, with its task
+        else:
+            p.run_id = str(services.start_run(owner=owner, options=options).pk)
+    environ = env(stub) | {"DUCKDUCKGO_URL": stub.url + "/", "TAVILY_API_KEY": ""}
+    drivers, workers = start_drivers(runs, stubs, reviewer.username, environ), []
+    try:
+        kill_at_their_kill_points(drivers, stubs)
+        started = time.monotonic()
+        workers = [Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=environ) for _ in "ab"]
+        ids = [p.run_id for p in runs]
+        while Run.objects.filter(pk__in=ids).exclude(status="done").exists():
+            if time.monotonic() - started > TAKEOVER_S:
+                raise AssertionError(f"runs not done {TAKEOVER_S} s after the takeover began:\n{describe(ids)}")
+            time.sleep(0.2)
+    finally:
+        stubs.release.set()
+        for proc in [*drivers.values(), *workers]:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM if proc in workers else signal.SIGKILL)
+        for proc in [*drivers.values(), *workers]:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+    problems = []
+    for p in runs:
+        run = Run.objects.get(pk=p.run_id)
+        steps = list(run.steps.order_by("index").values_list("index", "kind"))
+        calls = {turn: stubs.model_calls[p.tag, turn] for turn in range(len(p.replies))}
+        # A committed reply is never asked for again; only the call in flight at the kill may be repeated.
+        expected = {turn: 2 if turn == p.hang_turn else 1 for turn in range(len(p.replies))}
+        searches = 2 if p.search_turn is not None else 0  # the killed one, then once more after the takeover
+        got = (run.status, run.stop_reason, run.output, steps, calls, stubs.searches[p.tag])
+        want = ("done", "final_answer", p.output, list(enumerate(p.kinds)), expected, searches)
+        if got != want:
+            problems.append(
+                f"#{p.tag} ({p.mode}, kill point {p.hang_turn, p.search_turn, p.stop_after}):\n"
+                f"  got  {got}\n  want {want}"
+            )
+    assert not problems, "\n".join(problems)
