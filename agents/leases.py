@@ -76,25 +76,48 @@ def renew(tokens: list[str]) -> int:
     return renewed
 
 
+class WorkerLost(RuntimeError):
+    """Recorded on a task whose worker died mid-task (kill -9, a lost machine)."""
+
+
 def sweep_orphans() -> list[str]:
     """Hand runs whose worker died to the queue: the ids re-queued.
 
     An orphan is a queued or running run (sync or background; step runs wait for their client) whose lease ran out,
-    or that has no lease and was last touched two leases ago, and that no ready or running task will pick up. A
-    sync run whose HTTP worker died continues as a background run.
+    or that has no lease and was last touched two leases ago, and that no live task will pick up: a ready task is
+    live; a running one only if it started less than two leases ago (a task worker that is alive renews its run's
+    lease, so a stale run under an older running task means that worker died: the task is marked failed). A sync run
+    whose HTTP worker died continues as a background run.
     """
     from django_tasks_db.models import DBTaskResult
 
     from agents import services
 
     now = timezone.now()
-    stale = Q(lease_owner="", updated_at__lt=now - timedelta(seconds=2 * lease_s())) | Q(lease_expires__lt=now)
-    candidates = Run.objects.filter(stale, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(mode=RunMode.STEP)
-    live = set(
-        DBTaskResult.objects.filter(status__in=["READY", "RUNNING"]).values_list("args_kwargs__args__0", flat=True)
+    lost_before = now - timedelta(seconds=2 * lease_s())
+    stale = Q(lease_owner="", updated_at__lt=lost_before) | Q(lease_expires__lt=now)
+    candidates = list(
+        Run.objects.filter(stale, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(mode=RunMode.STEP)[:500]
     )
+    if not candidates:
+        return []
+    tasks = DBTaskResult.objects.filter(status__in=["READY", "RUNNING"])
+    live: set[str] = set()
+    dead: list[int] = []
+    for pk, run_id, status, started in tasks.values_list("pk", "args_kwargs__args__0", "status", "started_at"):
+        if status == "RUNNING" and started is not None and started < lost_before:
+            dead.append(pk)
+        else:
+            live.add(str(run_id))
+    stale_ids = {str(run.pk) for run in candidates}
+    for task in DBTaskResult.objects.filter(pk__in=dead, status="RUNNING"):
+        if str((task.args_kwargs.get("args") or [""])[0]) in stale_ids:
+            task.set_failed(WorkerLost("The worker running this task stopped renewing its run's lease."))
+            log.warning("task %s lost its worker; its run goes back on the queue", task.pk)
+        else:
+            live.add(str((task.args_kwargs.get("args") or [""])[0]))
     handed: list[str] = []
-    for run in candidates[:500]:
+    for run in candidates:
         if str(run.pk) not in live and services.continue_elsewhere(run):
             handed.append(str(run.pk))
     if handed:

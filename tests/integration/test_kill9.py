@@ -1,5 +1,6 @@
-"""No run dies with its worker (issue 11): kill -9 the process driving a run in the middle of a model call, and a
-`run_worker` takes it over from its last committed step within seconds. Bounded in time; real processes."""
+"""No run dies with its worker (issue 11): kill -9 the process driving a run (during a model call, during a tool
+call, between units; twenty times each), and a `run_worker` takes it over from its last committed step within
+seconds, with no step doubled and no committed model reply asked for again. Bounded in time; real processes."""
 
 from __future__ import annotations
 
@@ -199,14 +200,16 @@ TAG = re.compile(r"#(\d+)")
 JSON = {"Content-Type": "application/json"}
 CALC_KINDS = ["model", "tool", "model", "tool", "model"]
 
-# One driver per run. A sync run is driven as the web request would (services.execute); a background run as a
-# django-tasks-db worker would (it claims the run's task, then runs it). A run that pauses for approval is then
-# approved by the same process, which runs the approved tool (as the API's decision request does). With a stop
-# count, the driver sleeps right after that many commits of its own (`paused after commit k` on stdout).
+# One driver per run. A sync run is driven as the web request would (services.execute); a background run as its
+# task's body (services.run_background) or, with `task`, as a django-tasks-db worker does: it claims the run's task
+# row, then runs it. A run that pauses for approval is then approved by the same process, which runs the approved
+# tool (as the API's decision request does). With a stop count, the driver sleeps right after that many commits of
+# its own, once it printed `paused after commit k`.
 DRIVE_ONE = """
-import django, os, sys, time
+import django, logging, os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
+logging.getLogger("django.tasks").setLevel(logging.WARNING)
 from django.contrib.auth.models import User
 from agents import services
 from agents.models import Run
@@ -223,7 +226,7 @@ if stop_after:
             time.sleep(600)  # killed here, before the next unit (or the reply's tool call) starts
 
     services._commit = counted
-if mode == "background":
+if mode == "task":
     from django_tasks_db.management.commands.db_worker import Worker
     from django_tasks_db.models import DBTaskResult
 
@@ -234,6 +237,8 @@ if mode == "background":
     task = DBTaskResult.objects.ready().get(args_kwargs__args__0=run_id)
     task.claim(worker.worker_id)
     worker.run_task(task)
+elif mode == "background":
+    services.run_background(run_id=run_id)
 else:
     services.execute(run_id=run_id)
 if Run.objects.get(pk=run_id).status == "awaiting_approval":
@@ -247,7 +252,7 @@ class Plan:
     """One run of a case: its script, what it must end with, and where its driver is killed."""
 
     tag: int
-    mode: str
+    mode: str  # sync, background, or task (a background run whose driver holds its task)
     replies: list[dict]  # the model's reply per turn
     kinds: list[str]  # the run's steps, in order
     output: str
@@ -257,20 +262,20 @@ class Plan:
     run_id: str = ""
 
 
-def plans(case: str) -> list[Plan]:
-    """KILLS runs, sync and background alternately; the kill point varies across them."""
+def plans(case: str, kills: int, modes: tuple[str, ...]) -> list[Plan]:
+    """`kills` runs, in the modes by turns; the kill point varies across them (each point once per mode)."""
     calc = [
         openai_tool_calls([("c1", "calculator", {"expression": "12*7"})]),
         openai_tool_calls([("c2", "calculator", {"expression": "84+1"})]),
         openai_text("85"),
     ]
     out = []
-    for i in range(KILLS):
-        mode, n = ("sync", "background")[i % 2], i // 2  # n: the same kill point in both modes
+    for i in range(kills):
+        mode, n = modes[i % len(modes)], i // len(modes)
         if case == "model-call":
             out.append(Plan(i, mode, calc, CALC_KINDS, "85", hang_turn=n % 3))  # the 1st, 2nd or 3rd model call
-        elif case == "between-units":
-            out.append(Plan(i, mode, calc, CALC_KINDS, "85", stop_after=n % 4 + 1))  # after a reply, or a tool
+        elif case == "between-units":  # after a reply's commit (before its tool runs), or after a whole unit
+            out.append(Plan(i, mode, calc, CALC_KINDS, "85", stop_after=n % 4 + 1))
         else:  # tool-call: the search is the first unit's tool call, or the second's (after a calculator unit)
             search = openai_tool_calls([("s1", "search", {"query": f"letter #{i}"})])
             if n % 2 == 0:
@@ -311,8 +316,7 @@ class Stubs:
         return 200, JSON, json.dumps(plan.replies[turn]).encode()
 
     def search(self, request):
-        query = parse_qs(urlsplit(request.path).query)["q"][0]
-        tag = int(TAG.search(query).group(1))
+        tag = int(TAG.search(parse_qs(urlsplit(request.path).query)["q"][0]).group(1))
         with self.lock:
             self.searches[tag] += 1
             hang = self.searches[tag] == 1
@@ -320,15 +324,6 @@ class Stubs:
             self.busy[tag].set()
             self.release.wait(120)  # the driver running the approved search is killed meanwhile
         return 200, JSON, b'{"Heading": "X", "AbstractText": "X is a letter."}'
-
-
-def start_drivers(runs: list[Plan], stubs: Stubs, reviewer: str, environ: dict[str, str]) -> dict[int, Popen]:
-    drivers = {}
-    for p in runs:
-        args = [PYTHON, "-c", DRIVE_ONE, p.run_id, p.mode, reviewer, str(p.stop_after)]
-        drivers[p.tag] = Popen(args, cwd=ROOT, env=environ, stdout=subprocess.PIPE, text=True)
-        threading.Thread(target=watch_stdout, args=(drivers[p.tag], p, stubs.busy[p.tag]), daemon=True).start()
-    return drivers
 
 
 def watch_stdout(driver: Popen, plan: Plan, busy: threading.Event) -> None:
@@ -364,38 +359,42 @@ def describe(run_ids: list[str]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("case", ["model-call", "tool-call", "between-units"])
-def test_kill_9_twenty_times_and_every_run_still_finishes(settings, stub, case):
-    """kill -9 of the process driving a run, KILLS times per kill point (each its own driver and run, sync and
-    background): two fresh `run_worker`s take them all over (the orphan sweep hands them to the queue once their
-    leases run out) and finish every one within TAKEOVER_S, with contiguous steps, none doubled, and no model call
-    repeated for a reply that was committed before the kill."""
+def kill_them_all(stub, case: str, kills: int, modes: tuple[str, ...], takeover_s: float) -> tuple[list[Plan], Stubs]:
+    """Start one driver per run, all at once; kill -9 each at its kill point; then two fresh `run_worker`s (short
+    leases: the orphan sweep hands the runs to the queue once their leases run out) must finish every run."""
     from agents import services
 
-    settings.OPENAI_API_KEY = fake_key()
-    runs = plans(case)
+    runs = plans(case, kills, modes)
     stubs = Stubs(stub, runs)
     reviewer = quick_user("rev", is_superuser=True, is_staff=True)
     owner = quick_user("k9")
     tools = ["search", "calculator"] if case == "tool-call" else ["calculator"]
     for p in runs:
+        mode = "background" if p.mode == "task" else p.mode
         options = services.RunOptions(
-            input=f"What is 12*7, plus 1? #{p.tag}", mode=p.mode, provider="openai", tools=tools, timeout_s=300
+            input=f"What is 12*7, plus 1? #{p.tag}", mode=mode, provider="openai", tools=tools, timeout_s=300
         )
-        if p.mode == "background":
+        if p.mode == "task":
             p.run_id = str(services.submit_run(owner=owner, options=options).pk)  # queued, with its task
         else:
             p.run_id = str(services.start_run(owner=owner, options=options).pk)
     environ = env(stub) | {"DUCKDUCKGO_URL": stub.url + "/", "TAVILY_API_KEY": ""}
-    drivers, workers = start_drivers(runs, stubs, reviewer.username, environ), []
+    drivers: dict[int, Popen] = {}
+    workers: list[Popen] = []
+    watchers: list[threading.Thread] = []
     try:
+        for p in runs:
+            args = [PYTHON, "-c", DRIVE_ONE, p.run_id, p.mode, reviewer.username, str(p.stop_after)]
+            drivers[p.tag] = Popen(args, cwd=ROOT, env=environ, stdout=subprocess.PIPE, text=True)
+            watchers.append(threading.Thread(target=watch_stdout, args=(drivers[p.tag], p, stubs.busy[p.tag])))
+            watchers[-1].start()
         kill_at_their_kill_points(drivers, stubs)
         started = time.monotonic()
         workers = [Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=environ) for _ in "ab"]
         ids = [p.run_id for p in runs]
         while Run.objects.filter(pk__in=ids).exclude(status="done").exists():
-            if time.monotonic() - started > TAKEOVER_S:
-                raise AssertionError(f"runs not done {TAKEOVER_S} s after the takeover began:\n{describe(ids)}")
+            if time.monotonic() - started > takeover_s:
+                raise AssertionError(f"runs not done {takeover_s} s after the takeover began:\n{describe(ids)}")
             time.sleep(0.2)
     finally:
         stubs.release.set()
@@ -408,22 +407,43 @@ def test_kill_9_twenty_times_and_every_run_still_finishes(settings, stub, case):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
-            if proc.stdout is not None:
-                proc.stdout.close()
+        for watcher in watchers:
+            watcher.join(5)  # each ends at its driver's end of output
+        for proc in drivers.values():
+            proc.stdout.close()
+    return runs, stubs
 
+
+def check_every_run(runs: list[Plan], stubs: Stubs) -> None:
     problems = []
     for p in runs:
         run = Run.objects.get(pk=p.run_id)
         steps = list(run.steps.order_by("index").values_list("index", "kind"))
         calls = {turn: stubs.model_calls[p.tag, turn] for turn in range(len(p.replies))}
-        # A committed reply is never asked for again; only the call in flight at the kill may be repeated.
+        # A committed reply is never asked for again: only the call in flight at the kill is asked twice.
         expected = {turn: 2 if turn == p.hang_turn else 1 for turn in range(len(p.replies))}
-        searches = 2 if p.search_turn is not None else 0  # the killed one, then once more after the takeover
+        searches = 0 if p.search_turn is None else 2  # the killed search, then once more after the takeover
         got = (run.status, run.stop_reason, run.output, steps, calls, stubs.searches[p.tag])
         want = ("done", "final_answer", p.output, list(enumerate(p.kinds)), expected, searches)
         if got != want:
-            problems.append(
-                f"#{p.tag} ({p.mode}, kill point {p.hang_turn, p.search_turn, p.stop_after}):\n"
-                f"  got  {got}\n  want {want}"
-            )
+            where = f"hang_turn={p.hang_turn} search_turn={p.search_turn} stop_after={p.stop_after}"
+            problems.append(f"#{p.tag} ({p.mode}, {where}):\n  got  {got}\n  want {want}")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("case", ["model-call", "tool-call", "between-units"])
+def test_kill_9_twenty_times_and_every_run_still_finishes(settings, stub, case):
+    """kill -9 of the process driving a run, KILLS times per case (each its own driver and run; sync runs, and
+    background runs whose driver holds their task as a task worker does, in turns): every run is finished by the
+    workers that take over within TAKEOVER_S, its steps contiguous (none doubled, none lost) and no model call
+    repeated for a reply committed before the kill. A dead task worker's task is marked failed by the sweep."""
+    settings.OPENAI_API_KEY = fake_key()
+    runs, stubs = kill_them_all(stub, case, KILLS, ("sync", "task"), TAKEOVER_S)
+    check_every_run(runs, stubs)
+
+    from django_tasks_db.models import DBTaskResult
+
+    assert not DBTaskResult.objects.filter(status="RUNNING").exists()  # no task is left to a dead worker
+    lost = DBTaskResult.objects.filter(status="FAILED", exception_class_path="agents.leases.WorkerLost").count()
+    # the drivers killed inside their task (in the tool-call case the task ended at the approval, before the kill)
+    assert lost == (0 if case == "tool-call" else sum(1 for p in runs if p.mode == "task"))
