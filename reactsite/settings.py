@@ -91,6 +91,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     DATABASES["default"].setdefault("TEST", {})["NAME"] = str(BASE_DIR / "test_db.sqlite3")
+    # Django's backend, but under gevent a wait for the write lock yields to other greenlets (reactsite/sqlite).
+    DATABASES["default"]["ENGINE"] = "reactsite.sqlite"
 # Connections are reused across requests (opening one per request cost a connect and, on SQLite, the pragmas each
 # time). PostgreSQL: a psycopg pool per process (DB_POOL_MAX_SIZE), and a run hands its connection back to the pool
 # before every model call, so runs waiting on models hold none of PostgreSQL's connections. SQLite: a persistent
@@ -228,6 +230,10 @@ AGENT_MAX_INPUT_CHARS = env.int("AGENT_MAX_INPUT_CHARS", default=8000)
 AGENT_MAX_TOOL_OUTPUT_CHARS = env.int("AGENT_MAX_TOOL_OUTPUT_CHARS", default=4000)
 AGENT_LLM_TIMEOUT_S = env.float("AGENT_LLM_TIMEOUT_S", default=30.0)
 AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=2)
+# Idle keep-alive connections kept per provider client and process (the SDKs keep 100). httpcore probes every idle
+# connection for readability on each request — under gevent a poll that costs a hub round trip — so a large idle
+# pool cost more CPU at 256 clients than the reconnects a small one causes (README, Benchmarks).
+AGENT_HTTP_MAX_KEEPALIVE = env.int("AGENT_HTTP_MAX_KEEPALIVE", default=4)
 # A run's lease: short, renewed by the process working on it; a dead worker's runs are taken over this fast.
 AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
 # How event streams learn of new steps: auto (Redis pub/sub with REDIS_URL, else PostgreSQL LISTEN/NOTIFY on

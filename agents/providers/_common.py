@@ -143,6 +143,15 @@ def http_hooks() -> dict[str, list[Callable[[Any], None]]]:
     return {"request": [on_request], "response": [on_response]}
 
 
+def connection_limits(sdk_default: Any) -> Any:
+    """The SDK's own connection limits, keeping at most AGENT_HTTP_MAX_KEEPALIVE idle connections (see settings)."""
+    return type(sdk_default)(
+        max_connections=sdk_default.max_connections,
+        max_keepalive_connections=int(settings.AGENT_HTTP_MAX_KEEPALIVE),
+        keepalive_expiry=sdk_default.keepalive_expiry,
+    )
+
+
 _CLIENTS: dict[tuple[str, str, str], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 

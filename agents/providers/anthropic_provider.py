@@ -57,7 +57,8 @@ class AnthropicProvider(_common.KeyedProvider):
 
 def build_client(base_url: str, api_key: str) -> anthropic.Anthropic:
     """A new SDK client on our own http client (deadline-aware hooks), with explicit timeout and retries."""
-    http_client = anthropic.DefaultHttpxClient(event_hooks=_common.http_hooks())
+    limits = _common.connection_limits(anthropic.DEFAULT_CONNECTION_LIMITS)
+    http_client = anthropic.DefaultHttpxClient(event_hooks=_common.http_hooks(), limits=limits)
     return anthropic.Anthropic(
         api_key=api_key,
         base_url=base_url,

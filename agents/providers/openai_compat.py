@@ -97,7 +97,8 @@ class OpenRouterProvider(OpenAIProvider):
 
 def build_client(base_url: str, api_key: str) -> openai.OpenAI:
     """A new SDK client on our own http client (deadline-aware hooks), with explicit timeout and retries."""
-    http_client = openai.DefaultHttpxClient(event_hooks=_common.http_hooks())
+    limits = _common.connection_limits(openai.DEFAULT_CONNECTION_LIMITS)
+    http_client = openai.DefaultHttpxClient(event_hooks=_common.http_hooks(), limits=limits)
     return openai.OpenAI(
         api_key=api_key,
         base_url=base_url,

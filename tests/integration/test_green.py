@@ -120,3 +120,56 @@ def test_a_greenlet_waiting_on_its_model_holds_no_sqlite_connection(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "during 0 1" in proc.stdout  # none held by the waiting greenlet; its connection is in the idle set
     assert "after reply True" in proc.stdout  # ... and it is the same connection afterwards
+
+
+LOCK = """
+from gevent import monkey; monkey.patch_all()
+import os, sqlite3, time, django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
+django.setup()
+import gevent
+from django.db import connection, transaction
+
+with connection.cursor() as cursor:
+    cursor.execute("CREATE TABLE t (x INTEGER)")
+other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)  # another writer (another process)
+other.execute("BEGIN IMMEDIATE")
+ticks, done = [], []
+
+def ticker():
+    while not done:
+        ticks.append(time.monotonic())
+        gevent.sleep(0.002)
+
+def writer():
+    with transaction.atomic():  # BEGIN IMMEDIATE: waits for `other` to commit
+        connection.cursor().execute("INSERT INTO t VALUES (1)")
+    done.append(time.monotonic())
+
+started = time.monotonic()
+t, w = gevent.spawn(ticker), gevent.spawn(writer)
+gevent.sleep(0.3)
+other.execute("COMMIT")  # the lock is free now
+w.join(5); t.join(1)
+waited = done[0] - started
+during = sum(1 for at in ticks if at < started + 0.3)
+with connection.cursor() as cursor:
+    cursor.execute("SELECT count(*) FROM t")
+    rows = cursor.fetchone()[0]
+print(f"{waited:.3f} {during} {rows}")
+"""
+
+
+def test_waiting_for_sqlites_write_lock_lets_other_greenlets_run(tmp_path):
+    """Another process holds the write lock for 0.3 s: the greenlet that wants it waits (and then writes), and the
+    rest of the process keeps running meanwhile (SQLite's own busy handler would have stopped every greenlet)."""
+    env = clean_env(DEBUG="1", DATABASE_URL=f"sqlite:///{tmp_path / 'l.sqlite3'}")
+    proc = subprocess.run(
+        [sys.executable, "-c", LOCK], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    waited, ticks, rows = proc.stdout.split()[-3:]
+    assert 0.3 <= float(waited) < 3  # it waited for the lock, then got it
+    assert int(rows) == 1
+    assert int(ticks) >= 30  # another greenlet ran every ~2 ms throughout the wait (the process never stalled)

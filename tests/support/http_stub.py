@@ -37,6 +37,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: bytes
+    peer: tuple = ()  # the client's (host, port): one per TCP connection
 
     def json(self) -> Any:
         return jsonlib.loads(self.body or b"null")
@@ -117,7 +118,8 @@ class StubServer:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                rec = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                sent = {k.lower(): v for k, v in self.headers.items()}
+                rec = RecordedRequest(self.command, self.path, sent, body, tuple(self.client_address))
                 with stub._lock:
                     stub.requests.append(rec)
                 resp = stub._next(self.command, self.path.split("?")[0])

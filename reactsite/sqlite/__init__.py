@@ -1,0 +1,1 @@
+"""Django's SQLite backend, with a write lock that gevent can wait for (see base.py)."""
