@@ -108,6 +108,14 @@ else:
     # Under gevent a connection belongs to a client connection's greenlet and closes with it (reactsite/green.py).
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=300)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# PostgreSQL: parameters bound by the server and statements prepared on the connection after two runs, so the
+# hot path's few statements are parsed and planned once per pooled connection instead of on every request (W3 at 8
+# clients: PostgreSQL's CPU per run 3.0 -> 1.9 ms, ours 8.3-9.7 -> 8.1 ms). Behind a transaction-mode pgbouncer,
+# which cannot keep prepared statements, set DB_SERVER_SIDE_BINDING=0.
+if _POSTGRES and env.bool("DB_SERVER_SIDE_BINDING", default=True):
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": env.int("DB_PREPARE_THRESHOLD", default=2)}
+    )
 AGENT_RELEASE_DB_DURING_MODEL_CALLS = env.bool("AGENT_RELEASE_DB_DURING_MODEL_CALLS", default=_POSTGRES)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -19,6 +19,7 @@ REDIS = "redis://127.0.0.1:6379/0"  # never connected to: loading settings and r
 SECURITY = ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS")
 SHOWN = (*SECURITY, "DEBUG", "ALLOWED_HOSTS", "CACHES", "INSTALLED_APPS", "SILENCED_SYSTEM_CHECKS")
 SHOWN += ("RATELIMIT_USE_CACHE",)  # django-ratelimit's, gone with it
+SHOWN += ("DATABASES",)
 
 # Executes reactsite/settings.py once per environment given on stdin; prints the values (or the error) as JSON.
 LOADER = f"""
@@ -197,3 +198,32 @@ def test_a_per_process_cache_fails_check_in_production():
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["reactsite.E001"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_prepares_the_hot_statements():
+    """On PostgreSQL the server binds parameters and a statement run twice on a connection is prepared there
+    (DB_SERVER_SIDE_BINDING, DB_PREPARE_THRESHOLD): the hot path's statements are planned once per connection."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    from agents.models import Run
+
+    for _ in range(3):
+        list(Run.objects.filter(status="done", owner_id=0)[:1])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any("agents_run" in statement and "$1" in statement for statement in prepared), prepared
+
+
+def test_server_side_binding_can_be_switched_off_for_pgbouncer():
+    url = "postgres://u@127.0.0.1:5432/x"
+    on, off = load(
+        {"DATABASE_URL": url, "DEBUG": "1"}, {"DATABASE_URL": url, "DEBUG": "1", "DB_SERVER_SIDE_BINDING": "0"}
+    )
+    assert on["DATABASES"]["default"]["OPTIONS"]["server_side_binding"] is True
+    assert on["DATABASES"]["default"]["OPTIONS"]["prepare_threshold"] == 2
+    assert "server_side_binding" not in off["DATABASES"]["default"]["OPTIONS"]
+    assert "prepare_threshold" not in off["DATABASES"]["default"]["OPTIONS"]
