@@ -10,6 +10,21 @@ os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 from tests.support.http_stub import StubServer  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _doorbell_listeners_stop_before_the_test_database_goes(django_db_setup):
+    """A stream test leaves this process's doorbell listener running (on PostgreSQL a LISTEN connection): stop it
+    before the test database is dropped, which PostgreSQL refuses while a session is connected."""
+    yield
+    import threading
+
+    from agents import doorbell
+
+    doorbell.stop_listeners()
+    for thread in threading.enumerate():
+        if thread.name == "doorbell":
+            thread.join(3)
+
+
 @pytest.fixture
 def stub():
     """A scripted HTTP server on 127.0.0.1, stopped after the test."""
