@@ -239,9 +239,9 @@ AGENT_MAX_TOOL_OUTPUT_CHARS = env.int("AGENT_MAX_TOOL_OUTPUT_CHARS", default=400
 AGENT_LLM_TIMEOUT_S = env.float("AGENT_LLM_TIMEOUT_S", default=30.0)
 AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=2)
 # Idle keep-alive connections kept per provider client and process (the SDKs keep 100). httpcore probes every idle
-# connection for readability on each request — under gevent a poll that costs a hub round trip — so a large idle
-# pool cost more CPU at 256 clients than the reconnects a small one causes (README, Benchmarks).
-AGENT_HTTP_MAX_KEEPALIVE = env.int("AGENT_HTTP_MAX_KEEPALIVE", default=4)
+# connection for readability on each request; agents/providers/transport.py makes each probe one poll(2) instead of
+# a gevent hub round trip, and this bounds how many there are (README, Benchmarks).
+AGENT_HTTP_MAX_KEEPALIVE = env.int("AGENT_HTTP_MAX_KEEPALIVE", default=32)
 # A run's lease: short, renewed by the process working on it; a dead worker's runs are taken over this fast.
 AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
 # How event streams learn of new steps: auto (Redis pub/sub with REDIS_URL, else PostgreSQL LISTEN/NOTIFY on

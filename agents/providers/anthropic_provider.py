@@ -12,6 +12,7 @@ from django.conf import settings
 
 from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
 from agents.providers import _common
+from agents.providers.transport import Transport
 
 ERRORS = _common.SdkErrors(
     base=anthropic.AnthropicError,
@@ -58,7 +59,8 @@ class AnthropicProvider(_common.KeyedProvider):
 def build_client(base_url: str, api_key: str) -> anthropic.Anthropic:
     """A new SDK client on our own http client (deadline-aware hooks), with explicit timeout and retries."""
     limits = _common.connection_limits(anthropic.DEFAULT_CONNECTION_LIMITS)
-    http_client = anthropic.DefaultHttpxClient(event_hooks=_common.http_hooks(), limits=limits)
+    transport = Transport(limits=limits)  # idle connections probed with poll(2), not a gevent round trip each
+    http_client = anthropic.DefaultHttpxClient(event_hooks=_common.http_hooks(), limits=limits, transport=transport)
     return anthropic.Anthropic(
         api_key=api_key,
         base_url=base_url,

@@ -12,6 +12,7 @@ from django.conf import settings
 
 from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
 from agents.providers import _common
+from agents.providers.transport import Transport
 
 ERRORS = _common.SdkErrors(
     base=openai.OpenAIError,
@@ -98,7 +99,8 @@ class OpenRouterProvider(OpenAIProvider):
 def build_client(base_url: str, api_key: str) -> openai.OpenAI:
     """A new SDK client on our own http client (deadline-aware hooks), with explicit timeout and retries."""
     limits = _common.connection_limits(openai.DEFAULT_CONNECTION_LIMITS)
-    http_client = openai.DefaultHttpxClient(event_hooks=_common.http_hooks(), limits=limits)
+    transport = Transport(limits=limits)  # idle connections probed with poll(2), not a gevent round trip each
+    http_client = openai.DefaultHttpxClient(event_hooks=_common.http_hooks(), limits=limits, transport=transport)
     return openai.OpenAI(
         api_key=api_key,
         base_url=base_url,

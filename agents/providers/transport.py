@@ -1,0 +1,87 @@
+"""The SDKs' HTTP transport, with a readability probe for idle connections that costs one syscall.
+
+Before it reuses an idle keep-alive connection, httpcore checks every idle connection of the pool for readability
+(a server that closed it makes it readable) with `select.poll()`. Under gevent that `poll` is gevent's: watchers, an
+event and a round trip through the hub, for each idle connection on each request, so a pool's idle connections cost
+CPU in proportion to their number (a fifth of a worker's CPU at 256 clients with the SDKs' pool of 100).
+
+This is httpx's own `HTTPTransport` (exception mapping, streams, proxies untouched) whose direct connection pool is
+built with a network backend (httpcore's public hook) whose streams answer that probe with the operating system's
+`poll(2)` (gevent keeps the original; timeout 0, so it never blocks). Where httpx's layout is not the expected one,
+the transport stays exactly httpx's (tests/providers check that the probe is in use).
+"""
+
+from __future__ import annotations
+
+import select
+import sys
+from typing import Any
+
+import httpcore2
+import httpx2
+
+
+def _os_poll() -> Any:
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("select"):
+        return monkey.get_original("select", "poll")
+    return select.poll
+
+
+def readable(sock: Any) -> bool:
+    """Whether an idle connection's socket has something to read (data, or the server's close): one poll(2)."""
+    if sock is None:
+        return True
+    fileno = sock.fileno()
+    if fileno < 0:
+        return True
+    poller = _os_poll()()
+    poller.register(fileno, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+class _Stream(httpcore2.NetworkStream):
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore2.NetworkStream:
+        return _Stream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            return readable(self._inner.get_extra_info("socket"))
+        return self._inner.get_extra_info(info)
+
+
+class ProbeBackend(httpcore2.SyncBackend):
+    """httpcore's own socket backend; its streams probe readability with poll(2)."""
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _Stream(super().connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _Stream(super().connect_unix_socket(*args, **kwargs))
+
+
+class Transport(httpx2.HTTPTransport):
+    def __init__(self, *, limits: httpx2.Limits) -> None:
+        super().__init__(limits=limits)
+        if type(getattr(self, "_pool", None)) is httpcore2.ConnectionPool:  # a direct pool (no proxy configured)
+            self._pool = httpcore2.ConnectionPool(
+                ssl_context=httpx2.create_ssl_context(),
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                network_backend=ProbeBackend(),
+            )

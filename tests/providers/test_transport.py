@@ -1,0 +1,124 @@
+"""The SDKs' transport: idle keep-alive connections are probed with poll(2), and a connection the server closed is
+still never reused (agents/providers/transport.py)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from agents.providers import transport
+from agents.providers.openai_compat import OpenAIProvider
+from tests.integration._support import ROOT, clean_env
+from tests.providers import stub_llm as llm
+from tests.providers.stub_llm import OPENAI_PATH
+
+
+def test_the_probe_sees_data_and_a_close_but_not_an_idle_socket():
+    ours, theirs = socket.socketpair()
+    try:
+        assert transport.readable(ours) is False  # idle: reusable
+        theirs.sendall(b"x")
+        assert transport.readable(ours) is True  # unexpected data: not reusable
+        ours.recv(1)
+        theirs.close()
+        assert transport.readable(ours) is True  # the other side closed: expired
+    finally:
+        ours.close()
+    assert transport.readable(None) is True
+
+
+@pytest.fixture
+def openai_env(settings, stub):
+    settings.OPENAI_API_KEY = llm.fake_key()
+    settings.OPENAI_BASE_URL = stub.url + "/v1"
+    return stub
+
+
+def test_idle_connections_are_probed_by_our_backend_and_reused(openai_env, monkeypatch):
+    probes: list[bool] = []
+    real = transport.readable
+    monkeypatch.setattr(transport, "readable", lambda sock: probes.append(real(sock)) or probes[-1])
+    openai_env.add("POST", OPENAI_PATH, json=llm.openai_text("ok"), repeat=True)
+    provider = OpenAIProvider()
+
+    for _ in range(3):
+        assert provider.complete(llm.request()).text == "ok"
+
+    # the idle connection was probed by us (httpcore probes idle connections when a request comes and when one
+    # ends) and found good each time
+    assert len(probes) >= 2 and not any(probes)
+    assert len({r.peer for r in openai_env.requests}) == 1  # ... and reused
+
+
+def test_a_connection_the_server_closed_quietly_is_not_reused(settings):
+    """The server answers with keep-alive, then closes the idle connection without a word (as servers do after
+    their keep-alive timeout): the probe sees the close, and the next call opens a new connection instead of
+    failing on the dead one."""
+    import json
+    import threading
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    peers: list[tuple] = []
+    body = json.dumps(llm.openai_text("ok")).encode()
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, peer = listener.accept()
+            peers.append(peer)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+            )
+            time.sleep(0.2)
+            conn.close()  # quietly: no Connection: close was announced
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    settings.OPENAI_API_KEY = llm.fake_key()
+    settings.OPENAI_BASE_URL = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    settings.AGENT_LLM_MAX_RETRIES = 0  # a reused dead connection would fail the call outright
+    provider = OpenAIProvider()
+    try:
+        assert provider.complete(llm.request()).text == "ok"
+        time.sleep(0.5)  # the server has closed the idle connection meanwhile
+        assert provider.complete(llm.request()).text == "ok"
+    finally:
+        server.join(5)
+        listener.close()
+    assert len(peers) == 2 and peers[0] != peers[1]  # a new connection for the second call
+
+
+GREEN = """
+from gevent import monkey; monkey.patch_all()
+import select, socket
+from agents.providers import transport
+assert select.poll is not transport._os_poll()  # gevent's poll is patched in; ours is the operating system's
+a, b = socket.socketpair()
+print(transport.readable(a), end=" ")
+b.close()
+print(transport.readable(a))
+"""
+
+
+def test_under_gevent_the_probe_is_the_operating_systems_poll():
+    proc = subprocess.run(
+        [sys.executable, "-c", GREEN],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["False", "True"]
