@@ -37,6 +37,24 @@ def running_run() -> Run:
     return Run.objects.create(owner=quick_user(f"d{time.monotonic_ns()}"), **stored_run_fields(status="running"))
 
 
+def stream_in_background(run_id, after: int, max_s: float) -> tuple[threading.Thread, list[tuple[float, str]]]:
+    """A stream of the run read by a thread, each frame with the time it arrived; returns once the stream has sent
+    what it had and waits on the bell (a poll would take a minute)."""
+    arrivals: list[tuple[float, str]] = []
+
+    def consume() -> None:
+        try:
+            for frame in run_events(run_id, after, poll_s=60, max_s=max_s):
+                arrivals.append((time.monotonic(), frame))
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    time.sleep(1.0)
+    return reader, arrivals
+
+
 def test_a_ring_sets_every_watcher_of_that_run_and_no_other(bell_kind):
     run, other = running_run(), running_run()
     with doorbell.watching(run.pk) as mine, doorbell.watching(other.pk) as theirs:
@@ -48,43 +66,21 @@ def test_a_ring_sets_every_watcher_of_that_run_and_no_other(bell_kind):
 
 def test_a_waiting_stream_wakes_on_the_commit_not_on_a_poll(bell_kind):
     run = running_run()
-    frames: list[str] = []
-
-    def consume() -> None:
-        try:
-            frames.extend(run_events(run.pk, -1, poll_s=60, max_s=30))  # a poll would take a minute
-        finally:
-            connection.close()
-
-    reader = threading.Thread(target=consume)
-    reader.start()
-    time.sleep(1.0)  # the stream has sent the run and waits on the bell
+    reader, arrivals = stream_in_background(run.pk, -1, max_s=30)
     started = time.monotonic()
     services.cancel_run(run_id=run.pk)
     reader.join(10)
 
     assert not reader.is_alive()
     assert time.monotonic() - started < 3  # woken by the ring (a safety re-check comes only every 5 s)
-    assert frames[-1].startswith("event: done")
+    assert arrivals[-1][1].startswith("event: done")
 
 
 def test_a_units_commit_rings_the_bell(bell_kind):
     """The ring of a unit's commit (on PostgreSQL a NOTIFY inside the commit's own statement) wakes a stream."""
     options = services.RunOptions(input="What is 12*7, plus 1?", mode="step", provider="demo", tools=["calculator"])
     run = services.submit_run(owner=quick_user(f"u{time.monotonic_ns()}"), options=options)  # one unit: a reply
-    seen = run.steps.count()
-    arrivals: list[tuple[float, str]] = []
-
-    def consume() -> None:
-        try:
-            for frame in run_events(run.pk, seen - 1, poll_s=60, max_s=6):  # a poll would take a minute
-                arrivals.append((time.monotonic(), frame))
-        finally:
-            connection.close()
-
-    reader = threading.Thread(target=consume)
-    reader.start()
-    time.sleep(1.0)  # the stream has sent the run and waits on the bell
+    reader, arrivals = stream_in_background(run.pk, run.steps.count() - 1, max_s=6)
     started = time.monotonic()
     services.advance_run(run_id=run.pk, actor=run.owner)  # the tool unit commits
     reader.join(10)

@@ -163,3 +163,14 @@ def anthropic_tool_use(
 def anthropic_error(kind: str = "api_error", message: str = "error") -> dict[str, Any]:
     """An Anthropic error body."""
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def burst(provider: Any, calls: int) -> None:
+    """`calls` concurrent model calls through one provider (its one SDK client), waited for."""
+    import threading
+
+    threads = [threading.Thread(target=provider.complete, args=(request(),)) for _ in range(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)

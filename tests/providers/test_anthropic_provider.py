@@ -265,24 +265,3 @@ def test_client_is_reused_per_configuration(anthropic_env, settings):
     assert AnthropicProvider().client() is first
     settings.ANTHROPIC_API_KEY = KEY + "-other"
     assert AnthropicProvider().client() is not first
-
-
-def test_idle_connections_kept_are_bounded_by_the_setting(anthropic_env, settings):
-    """AGENT_HTTP_MAX_KEEPALIVE holds for the Anthropic client too: 3 of a burst's 8 connections are kept."""
-    import threading
-
-    settings.AGENT_HTTP_MAX_KEEPALIVE = 3
-    anthropic_env.add("POST", ANTHROPIC_PATH, json=llm.anthropic_text("ok"), delay_s=0.3, repeat=True)
-    provider = AnthropicProvider()
-
-    def burst() -> set:
-        calls = [threading.Thread(target=provider.complete, args=(llm.request(),)) for _ in range(8)]
-        for call in calls:
-            call.start()
-        for call in calls:
-            call.join(10)
-        return {r.peer for r in anthropic_env.requests[-8:]}
-
-    first, second = burst(), burst()
-    assert len(anthropic_env.requests) == 16 and len(first) == len(second) == 8
-    assert len(first & second) == 3

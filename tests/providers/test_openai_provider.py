@@ -322,29 +322,3 @@ def test_compatible_provider_uses_its_base_url_and_key(settings, stub, cls, key_
     assert stub.requests[-1].headers["authorization"] == f"Bearer {key}"
     assert stub.requests[-1].json()["model"] == model
     assert cls().client() is not OpenAIProvider().client()
-
-
-@pytest.mark.parametrize("keep", [2, 6])
-def test_idle_connections_kept_are_bounded_by_the_setting(openai_env, settings, keep):
-    """AGENT_HTTP_MAX_KEEPALIVE: after a burst of 8 concurrent calls, the client keeps `keep` connections for the
-    next burst (reused) and closes the rest (the SDK's default would keep all 8)."""
-    import threading
-
-    settings.AGENT_HTTP_MAX_KEEPALIVE = keep
-    openai_env.add("POST", OPENAI_PATH, json=llm.openai_text("ok"), delay_s=0.3, repeat=True)
-    provider = OpenAIProvider()
-
-    def burst() -> None:
-        calls = [threading.Thread(target=provider.complete, args=(llm.request(),)) for _ in range(8)]
-        for call in calls:
-            call.start()
-        for call in calls:
-            call.join(10)
-
-    burst()
-    first = {r.peer for r in openai_env.requests}
-    burst()
-    second = {r.peer for r in openai_env.requests[8:]}
-
-    assert len(openai_env.requests) == 16 and len(first) == 8 and len(second) == 8
-    assert len(first & second) == keep

@@ -10,10 +10,11 @@ import sys
 import pytest
 
 from agents.providers import transport
+from agents.providers.anthropic_provider import AnthropicProvider
 from agents.providers.openai_compat import OpenAIProvider
 from tests.integration._support import ROOT, clean_env
 from tests.providers import stub_llm as llm
-from tests.providers.stub_llm import OPENAI_PATH
+from tests.providers.stub_llm import ANTHROPIC_PATH, OPENAI_PATH
 
 
 def test_the_probe_sees_data_and_a_close_but_not_an_idle_socket():
@@ -96,6 +97,31 @@ def test_a_connection_the_server_closed_quietly_is_not_reused(settings):
         server.join(5)
         listener.close()
     assert len(peers) == 2 and peers[0] != peers[1]  # a new connection for the second call
+
+
+@pytest.mark.parametrize(
+    ("provider", "path", "reply", "keep"),
+    [
+        (OpenAIProvider, OPENAI_PATH, llm.openai_text, 2),
+        (OpenAIProvider, OPENAI_PATH, llm.openai_text, 6),
+        (AnthropicProvider, ANTHROPIC_PATH, llm.anthropic_text, 3),
+    ],
+)
+def test_idle_connections_kept_are_bounded_by_the_setting(settings, stub, provider, path, reply, keep):
+    """AGENT_HTTP_MAX_KEEPALIVE, for both SDKs: after a burst of 8 concurrent calls, the client keeps `keep`
+    connections for the next burst (reused) and closes the rest (the SDKs' default would keep all 8)."""
+    settings.OPENAI_API_KEY = settings.ANTHROPIC_API_KEY = llm.fake_key()
+    settings.OPENAI_BASE_URL, settings.ANTHROPIC_BASE_URL = stub.url + "/v1", stub.url
+    settings.AGENT_HTTP_MAX_KEEPALIVE = keep
+    stub.add("POST", path, json=reply("ok"), delay_s=0.3, repeat=True)
+    model = provider()
+
+    llm.burst(model, 8)
+    llm.burst(model, 8)
+    first, second = ({r.peer for r in stub.requests[i : i + 8]} for i in (0, 8))
+
+    assert len(stub.requests) == 16 and len(first) == len(second) == 8
+    assert len(first & second) == keep
 
 
 GREEN = """
