@@ -111,11 +111,9 @@ def sweep_orphans() -> list[str]:
             live.add(str(run_id))
     stale_ids = {str(run.pk) for run in candidates}
     for task in DBTaskResult.objects.filter(pk__in=dead, status="RUNNING"):
-        if str((task.args_kwargs.get("args") or [""])[0]) in stale_ids:
+        if str((task.args_kwargs.get("args") or [""])[0]) in stale_ids:  # else its run is held: not ours to judge
             task.set_failed(WorkerLost("The worker running this task stopped renewing its run's lease."))
             log.warning("task %s lost its worker; its run goes back on the queue", task.pk)
-        else:
-            live.add(str((task.args_kwargs.get("args") or [""])[0]))
     handed: list[str] = []
     for run in candidates:
         if str(run.pk) not in live and services.continue_elsewhere(run):
