@@ -124,7 +124,8 @@ def test_http_through_gunicorn(monkeypatch):
     from tests.integration._support import db_url
 
     monkeypatch.setenv("DATABASE_URL", db_url())  # the gunicorn under test inherits the environment
-    data = json.loads(command("bench", "--only", "http", "--http-runs", "2", "--json"))
+    # 10 runs: a run costs ~7 ms of server CPU and the clock ticks every 10 ms, so 2 runs could read as zero
+    data = json.loads(command("bench", "--only", "http", "--http-runs", "10", "--json"))
 
     expected = []
     for c in (1, 8):
@@ -133,7 +134,7 @@ def test_http_through_gunicorn(monkeypatch):
         expected += _usage_figures(f"HTTP {{}} @ c={c}")
     assert [(r["figure"], r["unit"]) for r in data["rows"]] == expected
     rows = {r["figure"]: r for r in data["rows"]}
-    # Two runs of PostgreSQL work can stay under one 10 ms clock tick; everything else is well above zero.
+    # PostgreSQL's share of a few runs can stay under one 10 ms clock tick; everything else is well above zero.
     assert {f: r["value"] for f, r in rows.items() if r["value"] <= 0 and "PostgreSQL" not in f} == {}
     assert all(rows[f"HTTP server peak RSS @ c={c}"]["value"] > 20 for c in (1, 8))  # master + 2 Django workers
     assert "gunicorn (gevent)" in rows["HTTP runs/s @ c=1"]["work"]  # the worker class gunicorn reported (the default)
