@@ -60,11 +60,14 @@ def _prep(model, name: str, value: Any) -> Any:
 
 def update_held_run(run_id, token: str, fields: dict[str, Any]) -> bool:
     """Write the run's columns while `token` holds its lease and it is not done; False when nothing matched."""
-    params = [_prep(Run, c, fields[c]) for c in RUN_COLUMNS]
-    params += [_prep(Run, "id", run_id), token, RunStatus.DONE.value]
     with connection.cursor() as cursor:
-        cursor.execute(_update_sql(connection.vendor), params)
+        cursor.execute(_update_sql(connection.vendor), _update_params(run_id, token, fields))
         return cursor.rowcount > 0
+
+
+def _update_params(run_id, token: str, fields: dict[str, Any]) -> list[Any]:
+    """The parameters of `_update_sql`: the run's columns, then its id, the lease token and the done status."""
+    return [_prep(Run, c, fields[c]) for c in RUN_COLUMNS] + [_prep(Run, "id", run_id), token, RunStatus.DONE.value]
 
 
 def insert_steps(steps: list[Step]) -> None:
@@ -120,9 +123,7 @@ def commit_unit(run_id, token: str, fields: dict[str, Any], steps: list[Step], *
                 return False
             insert_steps(steps)
             return True
-    params = [_prep(Run, c, fields[c]) for c in RUN_COLUMNS]
-    params += [_prep(Run, "id", run_id), token, RunStatus.DONE.value]
-    params += _step_params(steps)
+    params = _update_params(run_id, token, fields) + _step_params(steps)
     if notify:
         params += [notify, str(run_id)]
     with connection.cursor() as cursor:
