@@ -41,9 +41,32 @@ class StepKind(models.TextChoices):
     ERROR = "error"
 
 
+class Thread(models.Model):
+    """A conversation: its runs, oldest first, are the earlier turns the next run's model sees."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
+    title = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, help_text="when a run was last added: the list's order")
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_updated")]
+
+    def __str__(self) -> str:
+        return self.title or f"thread {str(self.id)[:8]}"
+
+
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    # The conversation this run continues (its runs and their steps go with it when it is deleted); `history` is
+    # the earlier turns as this run's model saw them, stored so the record never changes when the thread does.
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, null=True, blank=True, related_name="runs", db_index=False
+    )
+    history = models.JSONField(default=list, blank=True)
     input = models.TextField()
     mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
     protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)
@@ -77,6 +100,18 @@ class Run(models.Model):
             models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
             models.Index(fields=["status", "-created_at"], name="run_status_created"),
             models.Index(fields=["stop_reason", "-created_at"], name="run_stop_created"),
+            # A thread's runs in order; runs outside threads (most of them) stay out of the index.
+            models.Index(
+                fields=["thread", "created_at"], name="run_thread_created", condition=models.Q(thread__isnull=False)
+            ),
+        ]
+        constraints = [
+            # One run at a time per thread, enforced by the database: a second run while one is not done fails.
+            models.UniqueConstraint(
+                fields=["thread"],
+                condition=models.Q(thread__isnull=False) & ~models.Q(status="done"),
+                name="run_thread_one_active",
+            )
         ]
         permissions = [("review_run", "Can see every run and decide approvals")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import QuerySet
 
-from agents.models import Run
+from agents.models import Run, Thread
 
 REVIEW_PERMISSION = "agents.review_run"
 
@@ -18,6 +18,12 @@ def can_review(user) -> bool:
 def visible_runs(user) -> QuerySet[Run]:
     runs = Run.objects.all()
     return runs if can_review(user) else runs.filter(owner_id=getattr(user, "pk", None))
+
+
+def visible_threads(user) -> QuerySet[Thread]:
+    """Threads follow the runs' rule: the owner's own; reviewers see every one."""
+    threads = Thread.objects.all()
+    return threads if can_review(user) else threads.filter(owner_id=getattr(user, "pk", None))
 
 
 def can_approve(user, owner_id) -> bool:

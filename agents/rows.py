@@ -40,6 +40,7 @@ def state_from_rows(run: Run, steps: Iterable[Step]) -> RunState:
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
         steps=[s.as_event() for s in steps],
+        history=list(run.history),
     )
 
 

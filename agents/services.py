@@ -20,8 +20,9 @@ from django.utils import timezone
 
 from agents import doorbell, engine, leases, persist, rows, runtime, selectors
 from agents.engine import RunState
+from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
-from agents.models import Run, RunMode, RunStatus, StopReason
+from agents.models import Run, RunMode, RunStatus, StopReason, Thread
 from agents.permissions import can_decide, can_invoke_sensitive
 from agents.providers import ProviderConfigError, validate_choice
 from agents.tools import ToolContext
@@ -62,6 +63,10 @@ class UnknownTool(ServiceError):
     """404: no tool of that name."""
 
 
+class ThreadBusy(ServiceError):
+    """409: the thread's latest run is not done (a thread runs one run at a time)."""
+
+
 @dataclass(frozen=True)
 class RunOptions:
     input: str
@@ -74,6 +79,7 @@ class RunOptions:
     tools: list[str] | None = None
     sensitive_tools: tuple[str, ...] = ()
     max_reflections: int = 0
+    thread_id: uuid.UUID | str | None = None
 
 
 def submit_run(*, owner, options: RunOptions) -> Run:
@@ -100,10 +106,13 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
     flagged = {t.name for t in runtime.tool_registry().select(names).values() if t.sensitive}
     client = set(_tool_names(list(options.sensitive_tools), "sensitive_tools"))
     sensitive = sorted(set(runtime.sensitive_floor()) | flagged | client)
+    thread, history = _thread_and_history(owner, options.thread_id)
     now = timezone.now()
     deadline = now + timedelta(seconds=options.timeout_s)
     run = Run(
         owner=owner,
+        thread=thread,
+        history=history,
         input=options.input,
         mode=options.mode,
         protocol=options.protocol or settings.AGENT_DEFAULT_PROTOCOL,
@@ -121,8 +130,45 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
         created_at=now,
         updated_at=now,
     )
-    persist.insert_run(run)
+    if thread is None:
+        persist.insert_run(run)
+        return run
+    try:
+        with transaction.atomic():  # the thread's partial unique index refuses a second run that is not done
+            persist.insert_run(run)
+            title = Case(When(title="", then=Value(options.input[:80])), default=F("title"))
+            Thread.objects.filter(pk=thread.pk).update(updated_at=now, title=title)
+    except IntegrityError:
+        raise ThreadBusy("This thread already has a run in progress; wait for it to finish or cancel it.") from None
     return run
+
+
+def _thread_and_history(owner, thread_id) -> tuple[Thread | None, list[dict]]:
+    """The owner's thread and its earlier runs as the new run's history (bounded): two queries, however long."""
+    if thread_id is None:
+        return None, []
+    thread = Thread.objects.filter(pk=thread_id, owner=owner).first()
+    if thread is None:
+        raise InvalidRequest({"thread_id": ["No thread with this id."]})
+    latest = Run.objects.filter(thread=thread).order_by("-created_at")
+    limit = max(settings.AGENT_THREAD_HISTORY_RUNS, 1)  # the latest run is read even with no history shown
+    turns = list(latest.values("input", "output", "stop_reason", "status")[:limit])
+    if turns and turns[0]["status"] != RunStatus.DONE:
+        raise ThreadBusy(f"This thread's latest run is {turns[0]['status']}; wait for it to finish or cancel it.")
+    turns = [{k: t[k] for k in ("input", "output", "stop_reason")} for t in reversed(turns)]
+    return thread, thread_history.bounded(
+        turns, settings.AGENT_THREAD_HISTORY_RUNS, settings.AGENT_THREAD_HISTORY_CHARS
+    )
+
+
+def create_thread(*, owner, title: str = "") -> Thread:
+    return Thread.objects.create(owner=owner, title=title)
+
+
+def delete_thread(*, thread: Thread) -> None:
+    """Delete a thread with its runs and their steps (one cascade, in one transaction)."""
+    with transaction.atomic():
+        thread.delete()
 
 
 def _tool_names(names: list[str] | None, field: str) -> list[str]:

@@ -248,6 +248,9 @@ AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
 # PostgreSQL, else polling), or redis, postgres, poll.
 AGENT_DOORBELL = env.str("AGENT_DOORBELL", default="auto")
 AGENT_DEFAULT_MAX_TURNS = 8
+# Threads: how much of a conversation's past a new run's model sees (the oldest runs are left out first).
+AGENT_THREAD_HISTORY_RUNS = env.int("AGENT_THREAD_HISTORY_RUNS", default=20)
+AGENT_THREAD_HISTORY_CHARS = env.int("AGENT_THREAD_HISTORY_CHARS", default=24000)
 AGENT_DEFAULT_TIMEOUT_S = 60.0
 # Model allowlists per provider (empty: any model). E.g. AGENT_MODELS_OPENAI=gpt-4.1-mini,gpt-4.1
 AGENT_MODELS = {

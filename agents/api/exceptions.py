@@ -17,6 +17,7 @@ _STATUS = {
     services.RunBusy: status.HTTP_409_CONFLICT,
     services.RunFinished: status.HTTP_409_CONFLICT,
     services.UnknownTool: status.HTTP_404_NOT_FOUND,
+    services.ThreadBusy: status.HTTP_409_CONFLICT,
 }
 
 

@@ -16,6 +16,7 @@ from agents.providers import ProviderConfigError, provider_class
 # Python's whitespace (what str.strip() removes: c.isspace()), spelled alike in ECMA and Python regex classes.
 WHITESPACE = "\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 NO_NUL = "^[^\\u0000]*$"
+NO_NUL_NON_EMPTY = "^[^\\u0000]+$"
 # Not blank (some character that is not whitespace) and no NUL anywhere: what StrictCharField accepts.
 NON_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
 JSON_VALUE = "NulFreeJsonValue"
@@ -31,7 +32,8 @@ class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema, direction) -> dict:
         schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
         if self.target.allow_blank:
-            return {**schema, "pattern": NO_NUL}
+            # Non-empty here: drf-spectacular adds "" as the other branch of a oneOf, which "" must match only once.
+            return {**schema, "pattern": NO_NUL_NON_EMPTY}
         return {**schema, "minLength": 1, "pattern": NON_BLANK}  # min_length validators may raise it further
 
 

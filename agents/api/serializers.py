@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
 from agents import selectors
-from agents.models import Run, RunMode, RunProtocol, Step
+from agents.models import Run, RunMode, RunProtocol, Step, Thread
 
 _JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
 
@@ -67,6 +67,10 @@ def has_nul(value: object) -> bool:
     if isinstance(value, list):
         return any(has_nul(v) for v in value)
     return False
+
+
+class StrictUUIDField(StrictStringMixin, serializers.UUIDField):
+    """A UUID given as a JSON string (a number is refused, never coerced)."""
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -141,15 +145,16 @@ _DATETIME = serializers.DateTimeField()  # DRF's own datetime format, for the ru
 
 class RunSerializer(serializers.ModelSerializer):
     ok = serializers.BooleanField(read_only=True)
+    thread_id = serializers.UUIDField(read_only=True, allow_null=True, help_text="The run's thread, or null.")
     usage = serializers.SerializerMethodField()
     pending_action = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
         fields = [
-            "id", "status", "stop_reason", "ok", "output", "turns", "input", "mode", "protocol", "provider",
-            "model", "max_turns", "max_reflections", "timeout_s", "tools", "sensitive_tools", "pending_action",
-            "error", "usage", "created_at", "updated_at",
+            "id", "status", "stop_reason", "ok", "output", "turns", "input", "thread_id", "mode", "protocol",
+            "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools", "sensitive_tools",
+            "pending_action", "error", "usage", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -171,9 +176,11 @@ class RunSerializer(serializers.ModelSerializer):
         """The run object, built directly: it answers every run request, and DRF's per-instance field machinery cost
         more than the rest of the response. Same keys, order and formats as the declared fields."""
         run = instance
+        thread_id = run.thread_id
         data = {
             "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
-            "output": run.output, "turns": run.turns, "input": run.input, "mode": run.mode, "protocol": run.protocol,
+            "output": run.output, "turns": run.turns, "input": run.input,
+            "thread_id": str(thread_id) if thread_id is not None else None, "mode": run.mode, "protocol": run.protocol,
             "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
             "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
             "sensitive_tools": run.sensitive_tools, "pending_action": selectors.pending_action(run), "error": run.error,
@@ -213,6 +220,7 @@ class RunCreateSerializer(serializers.Serializer):
     timeout_s = StrictFloatField(min_value=1, max_value=600, default=60.0)
     tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
     sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
+    thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
 
     def get_fields(self) -> dict:
         # Shallow copies: DRF deep-copies every declared field per instance (re-running each field's __init__),
@@ -224,6 +232,34 @@ def with_input_limit(fields: dict) -> dict:
     """`input` bounded by AGENT_MAX_INPUT_CHARS as it is now (a setting, so read per request and per schema)."""
     fields["input"] = StrictCharField(min_length=1, max_length=settings.AGENT_MAX_INPUT_CHARS)
     return fields
+
+
+class ThreadSerializer(serializers.ModelSerializer):
+    run_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Thread
+        fields = ["id", "title", "created_at", "updated_at", "run_count"]
+        read_only_fields = fields
+
+
+class ThreadRunSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Run
+        fields = ["id", "input", "output", "status", "stop_reason", "created_at"]
+        read_only_fields = fields
+
+
+class ThreadDetailSerializer(ThreadSerializer):
+    runs = ThreadRunSerializer(many=True, read_only=True, help_text="The thread's runs, oldest first.")
+
+    class Meta(ThreadSerializer.Meta):
+        fields = [*ThreadSerializer.Meta.fields, "runs"]
+        read_only_fields = fields
+
+
+class ThreadCreateSerializer(serializers.Serializer):
+    title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
 
 
 class ToolSerializer(serializers.Serializer):

@@ -5,7 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api.evals import EvalRunViewSet
-from agents.api.views import HealthView, RunViewSet, ToolViewSet
+from agents.api.views import HealthView, RunViewSet, ThreadViewSet, ToolViewSet
 
 
 class OptionalSlashRouter(SimpleRouter):
@@ -18,6 +18,7 @@ class OptionalSlashRouter(SimpleRouter):
 
 router = OptionalSlashRouter()
 router.register("runs", RunViewSet, basename="run")
+router.register("threads", ThreadViewSet, basename="thread")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("evals/runs", EvalRunViewSet, basename="evalrun")
 

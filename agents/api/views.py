@@ -7,7 +7,7 @@ import json
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch
 from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
@@ -30,13 +30,16 @@ from agents.api.serializers import (
     SeedRunSerializer,
     StrictBooleanField,
     StrictCharField,
+    ThreadCreateSerializer,
+    ThreadDetailSerializer,
+    ThreadSerializer,
     ToolInvokeSerializer,
     ToolResultSerializer,
     ToolSerializer,
 )
 from agents.api.throttling import AgentRateThrottle
 from agents.models import Run, RunMode, RunStatus, Step, StopReason
-from agents.permissions import visible_runs
+from agents.permissions import visible_runs, visible_threads
 
 
 class RunFilter(filters.FilterSet):
@@ -71,7 +74,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     lookup_value_regex = "[^/]+"
 
     def get_queryset(self):
-        runs = visible_runs(self.request.user).order_by("-created_at")
+        runs = visible_runs(self.request.user).order_by("-created_at").defer("history")  # only the engine reads it
         if self.action == "retrieve":
             return runs.prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")))
         if self.action == "list":  # pending_action of paused runs from one query, not two per run
@@ -149,6 +152,44 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def cancel(self, request, pk=None):
         run = services.cancel_run(run_id=self.get_object().pk, actor=request.user)
         return Response(RunSerializer(run).data)
+
+
+class ThreadViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
+    """Conversations: a run created with `thread_id` sees the thread's earlier runs (API.md v1.1, "Threads")."""
+
+    serializer_class = ThreadSerializer
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        threads = visible_threads(self.request.user).annotate(run_count=Count("runs")).order_by("-updated_at")
+        if self.action == "retrieve":
+            runs = Run.objects.order_by("created_at").only(
+                "id", "thread_id", "input", "output", "status", "stop_reason", "created_at"
+            )
+            return threads.prefetch_related(Prefetch("runs", queryset=runs))
+        return threads
+
+    def get_object(self):
+        try:
+            return super().get_object()
+        except (ValidationError, ValueError):  # not a UUID: no such thread
+            raise NotFound() from None
+
+    def get_serializer_class(self):
+        return ThreadDetailSerializer if self.action == "retrieve" else ThreadSerializer
+
+    @extend_schema(request=ThreadCreateSerializer, responses={201: ThreadSerializer})
+    def create(self, request):
+        body = ThreadCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        thread = services.create_thread(owner=request.user, title=body.validated_data["title"])
+        thread.run_count = 0
+        return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance) -> None:
+        services.delete_thread(thread=instance)
 
 
 class ToolViewSet(viewsets.ViewSet):

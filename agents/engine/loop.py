@@ -227,7 +227,8 @@ def _call_model(
     if reflect:  # tool specs still go along: some providers refuse a transcript with tool calls but no tools
         messages = reflection_messages(messages, state.attempt_turns)
     try:
-        reply = model.complete(ModelRequest(messages, specs, state.protocol, state.deadline - now))
+        request = ModelRequest(messages, specs, state.protocol, state.deadline - now, 2 * len(state.history))
+        reply = model.complete(request)
     except ModelError as exc:
         state.turns += 1
         message = str(exc) or "the model call failed"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agents.engine import react
+from agents.engine import history, react
 from agents.engine.state import RunState
 from agents.engine.types import ToolSpec
 from agents.engine.wrapping import END, START, wrap
@@ -78,12 +78,14 @@ def reflection_messages(messages: list[dict[str, Any]], turns: int) -> list[dict
 def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     """The transcript a model sees, derived from the steps (never stored twice).
 
-    After a reflection, a new attempt starts from the task plus the critiques so far.
+    A thread's earlier runs come first, as user/assistant turns. After a reflection, a new attempt starts from the
+    task plus the critiques so far.
     """
     last = max((i for i, s in enumerate(state.steps) if s.get("reflection")), default=-1)
     critiques = "".join(RETRY.format(critique=s["text"]) for s in state.steps[: last + 1] if s.get("reflection"))
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(state.protocol, specs)},
+        *history.messages(state.history, state.protocol),
         {"role": "user", "content": state.input + critiques},
     ]
     previous: dict[str, Any] | None = None

@@ -31,6 +31,8 @@ class RunState:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # A thread's earlier runs, oldest first, as {"input", "output", "stop_reason"} (see agents.engine.history).
+    history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -73,12 +73,15 @@ class ModelRequest:
     `messages` use the engine's neutral roles: system, user, assistant (with optional
     `tool_calls`: [{"id", "name", "arguments"}]) and tool (`tool_call_id`, `name`, `content`).
     In the react protocol `tools` is informational: providers send no tool specs.
+    `history_messages`: how many messages after the system prompt are a thread's earlier turns (user/assistant
+    pairs); the run's own input follows them.
     """
 
     messages: list[dict[str, Any]]
     tools: list[ToolSpec]
     protocol: str
     timeout_s: float
+    history_messages: int = 0
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ DENIED_PREFIX = DENIED.split("{")[0]
 REFLECT_MARK = REFLECT.split("{")[0]
 RETRY_MARK = RETRY.split("{")[0]
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$")
+_N = r"(?P<n>-?\d+(?:\.\d+)?)"
+_IT = r"(?:it|that|this|the result|the answer)"
 
 HELP = (
     "I can't answer that: I am the offline demo model, so I only know a few tricks: arithmetic with the calculator "
@@ -51,6 +53,29 @@ class _Plan:
     tool: str | None = None
     arguments: dict[str, Any] | None = None
     answer: str | None = None
+
+
+_FOLLOW_UP = [  # "and add 2", "now divide that by 5", "multiply it by 3", "subtract 4 from that": (pattern, operator)
+    (re.compile(rf"^(?:add|plus)\s+{_N}(?:\s+to\s+{_IT})?$", re.I), "+"),
+    (re.compile(rf"^(?:subtract|minus|take away)\s+{_N}(?:\s+from\s+{_IT})?$", re.I), "-"),
+    (re.compile(rf"^(?:multiply|times)\s+(?:{_IT}\s+)?(?:by\s+)?{_N}$", re.I), "*"),
+    (re.compile(rf"^divide\s+(?:{_IT}\s+)?by\s+{_N}$", re.I), "/"),
+]
+_FOLLOW_UP_LEAD = re.compile(r"^\s*(?:and|then|now|ok|okay|,|\s)*", re.I)
+
+
+def follow_up(goal: str, history: list[dict[str, Any]]) -> str:
+    """In a thread, "and add 2" means: take the last answer and add 2 ("85+2"). Other goals are left as they are."""
+    last = history[-1]["content"] if history and history[-1]["role"] == "assistant" else ""
+    last = last.removeprefix("Final Answer:").strip()
+    if not _NUMBER.match(last):
+        return goal
+    text = _FOLLOW_UP_LEAD.sub("", goal).strip().rstrip("?.! ")
+    for pattern, op in _FOLLOW_UP:
+        match = pattern.match(text)
+        if match:
+            return f"({last}){op}{match.group('n')}"
+    return goal
 
 
 def arithmetic_segments(goal: str) -> list[str] | None:
@@ -76,9 +101,10 @@ class DemoProvider(Provider):
     def complete(self, request: ModelRequest) -> ModelReply:
         if REFLECT_MARK in str(request.messages[-1].get("content", "")):
             return ModelReply(text="I ran out of turns before reaching an answer. I should take fewer, larger steps.")
-        goal = next((m["content"] for m in request.messages if m["role"] == "user"), "")
-        goal = goal.split(RETRY_MARK)[0]
-        observations = [o for o in map(_observation, request.messages[2:]) if o is not None]
+        start = 1 + request.history_messages  # after the system prompt and a thread's earlier turns
+        goal = next((m["content"] for m in request.messages[start:] if m["role"] == "user"), "")
+        goal = follow_up(goal.split(RETRY_MARK)[0], request.messages[1:start])
+        observations = [o for o in map(_observation, request.messages[start + 1 :]) if o is not None]
         available = {spec.name for spec in request.tools}
         plan = self.plan(goal, observations, available)
         return _render(plan, request.protocol, len(observations))

@@ -26,6 +26,7 @@ RUN_KEYS = {
     "output",
     "turns",
     "input",
+    "thread_id",  # v1.1: null outside a thread
     "mode",
     "protocol",
     "provider",

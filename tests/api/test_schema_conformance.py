@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import socket
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +21,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, settings
 
 from agents.api import events, views
+from agents.models import Thread
 from reactsite.wsgi import application
 from tests.conftest import make_user
 from tests.support.http_stub import StubServer
@@ -79,6 +81,24 @@ def filter_body(context: object, body: object) -> bool:
     return not _nul_in_a_key(body)
 
 
+FUZZ_THREAD = "0f0e0d0c-0b0a-4908-8706-050403020100"  # the fuzz user's thread: the only thread_id that can exist
+
+
+@schema.hook
+def map_case(context: object, case: schemathesis.Case) -> schemathesis.Case:
+    """A schema-valid `thread_id` is any UUID, but only the caller's own thread exists (another is a 400, API.md):
+    a well-formed one is pointed at the fuzz user's thread; a malformed one is kept, to be refused. (A case hook:
+    the coverage phase applies no body hooks.)"""
+    body = case.body
+    if isinstance(body, dict) and isinstance(body.get("thread_id"), str):
+        try:
+            uuid.UUID(body["thread_id"])
+        except ValueError:
+            return case
+        case.body = {**body, "thread_id": FUZZ_THREAD}
+    return case
+
+
 @pytest.fixture
 def _loopback_only(monkeypatch) -> None:
     """A connection or name lookup for anything but this machine fails instead of leaving it."""
@@ -117,7 +137,9 @@ def fuzz_env(db, settings, stub, monkeypatch, _loopback_only, _connection_kept) 
         setattr(settings, name, value)
     settings.TAVILY_URL = settings.DUCKDUCKGO_URL = stub.url + "/"
     monkeypatch.setattr(views, "run_events", functools.partial(events.run_events, max_s=0.2, poll_s=0.05))
-    Token.objects.create(user=make_user("fuzz"), key=TOKEN)
+    user = make_user("fuzz")
+    Token.objects.create(user=user, key=TOKEN)
+    Thread.objects.create(pk=FUZZ_THREAD, owner=user)
     return stub
 
 
