@@ -15,7 +15,7 @@ NO_ANSWER = "(No final answer: that run stopped with {reason}.)"
 def answer_text(turn: dict[str, Any]) -> str:
     """What the assistant said in an earlier run: its final answer, else how the run stopped (never empty)."""
     output = turn.get("output")
-    if turn.get("stop_reason") == "final_answer" and output and output.strip():
+    if turn.get("stop_reason") == "final_answer" and isinstance(output, str) and output.strip():
         return output
     return NO_ANSWER.format(reason=turn.get("stop_reason") or "no answer")
 

@@ -354,6 +354,34 @@ def test_twenty_identical_creates_with_one_idempotency_key_make_one_run(user, se
     assert IdempotencyKey.objects.filter(user=user).count() == 1
 
 
+@pytest.mark.parametrize("mode", ["background", "sync"])
+def test_twenty_creates_on_one_thread_at_once_make_exactly_one_run(user, settings, mode):
+    """One run at a time per thread, held by the database (a partial unique index), not only by the check that
+    reads the thread's latest run: racers that all passed the check still get exactly one 201/202."""
+    from agents.models import Thread
+
+    settings.AGENT_RATE_LIMIT = "1000/m"
+    key, thread = token_key(user), Thread.objects.create(owner=user)
+    body = {"input": "What is 2+2?", "thread_id": str(thread.pk), "mode": mode}
+
+    def create(i: int) -> int:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        return client.post("/api/v1/runs", body, format="json").status_code
+
+    statuses = in_threads(20, create)
+
+    created = 202 if mode == "background" else 201
+    assert statuses.count(created) >= 1, statuses
+    assert set(statuses) <= {created, 409}, statuses
+    runs = Run.objects.filter(thread=thread)
+    if mode == "background":  # a queued run holds the thread: exactly one of the twenty got in
+        assert statuses.count(created) == 1 and runs.count() == 1
+    else:  # a sync run is done when it answers, so a later racer may follow it: never two at once, nothing lost
+        assert runs.count() == statuses.count(created)
+        assert all(r.status == RunStatus.DONE and r.output == "4" for r in runs)
+
+
 # --- rate limits ------------------------------------------------------------------------------------------------
 
 
