@@ -87,6 +87,9 @@ class Run(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     deadline = models.DateTimeField()
+    # Approvals: how long a paused call may wait for a human (seconds), and when the calls now pending expire.
+    approval_ttl_s = models.PositiveIntegerField(default=86400)
+    approval_expires_at = models.DateTimeField(null=True, blank=True)
     # The lease: which worker may advance the run, and until when (a killed worker's lease expires).
     lease_owner = models.CharField(max_length=64, blank=True, default="")
     lease_expires = models.DateTimeField(null=True, blank=True)
@@ -100,6 +103,12 @@ class Run(models.Model):
             models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
             models.Index(fields=["status", "-created_at"], name="run_status_created"),
             models.Index(fields=["stop_reason", "-created_at"], name="run_stop_created"),
+            # The expiry sweep's look-up: paused runs by when their pending calls expire.
+            models.Index(
+                fields=["approval_expires_at"],
+                name="run_approval_expiry",
+                condition=models.Q(status="awaiting_approval"),
+            ),
             # A thread's runs in order; runs outside threads (most of them) stay out of the index.
             models.Index(
                 fields=["thread", "created_at"], name="run_thread_created", condition=models.Q(thread__isnull=False)

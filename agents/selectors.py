@@ -3,25 +3,34 @@
 from __future__ import annotations
 
 from agents.engine import RunState
-from agents.engine import pending_action as engine_pending_action
+from agents.engine import pending_actions as engine_pending_actions
 from agents.models import Run
 
 
-def pending_action(run: Run) -> dict | None:
-    """The call a paused run waits on (`{"call_id", "tool", "arguments"}`), by the engine's own rule.
+def pending_actions(run: Run) -> list[dict]:
+    """Every call of the paused reply still waiting for a decision (`{"call_id", "tool", "arguments", "expires_at"}`,
+    in order), by the engine's own rule; `expires_at` is a datetime (when the system denies it), or None.
 
     Uses steps a caller prefetched (`paused_steps`, or a `steps` prefetch) when present; else reads only the steps
     since the last model reply.
     """
     if run.status != "awaiting_approval":
-        return None
+        return []
     state = getattr(run, "engine_state", None)  # a run a service just drove: its state is still in memory
-    if state is not None:
-        return engine_pending_action(state)
-    steps = getattr(run, "paused_steps", None)
-    if steps is None:
-        steps = getattr(run, "_prefetched_objects_cache", {}).get("steps")
-    if steps is None:
-        last_model = run.steps.filter(kind="model").order_by("-index").values_list("index", flat=True).first()
-        steps = run.steps.filter(index__gte=last_model or 0).order_by("index")
-    return engine_pending_action(RunState(input="", status=run.status, steps=[s.as_event() for s in steps]))
+    if state is None:
+        steps = getattr(run, "paused_steps", None)
+        if steps is None:
+            steps = getattr(run, "_prefetched_objects_cache", {}).get("steps")
+        if steps is None:
+            last_model = run.steps.filter(kind="model").order_by("-index").values_list("index", flat=True).first()
+            steps = run.steps.filter(index__gte=last_model or 0).order_by("index")
+        events = [s.as_event() for s in steps]
+        state = RunState(input="", status=run.status, sensitive_tools=list(run.sensitive_tools), steps=events)
+    expires_at = run.approval_expires_at
+    return [{**action, "expires_at": expires_at} for action in engine_pending_actions(state)]
+
+
+def pending_action(run: Run) -> dict | None:
+    """The first call waiting for a decision, or None."""
+    actions = pending_actions(run)
+    return actions[0] if actions else None

@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from agents import doorbell, engine, leases, persist, rows, runtime, selectors
+from agents import doorbell, engine, leases, notify, persist, rows, runtime
 from agents.engine import RunState
 from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
@@ -80,6 +80,7 @@ class RunOptions:
     sensitive_tools: tuple[str, ...] = ()
     max_reflections: int = 0
     thread_id: uuid.UUID | str | None = None
+    approval_ttl_s: int | None = None
 
 
 def submit_run(*, owner, options: RunOptions) -> Run:
@@ -123,6 +124,7 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
         tools=names,
         sensitive_tools=sensitive,
         max_reflections=options.max_reflections,
+        approval_ttl_s=options.approval_ttl_s or settings.AGENT_APPROVAL_TTL_S,
         status=RunStatus.QUEUED if options.mode == RunMode.BACKGROUND else RunStatus.RUNNING,
         deadline=deadline,
         lease_owner=lease_owner,
@@ -217,11 +219,21 @@ def run_background(*, run_id) -> str:
         return "requeued"
 
 
-def advance_run(*, run_id, actor, approval: bool | None = None, arguments=None, reason: str | None = None) -> Run:
+def advance_run(
+    *,
+    run_id,
+    actor,
+    approval: bool | None = None,
+    arguments=None,
+    reason: str | None = None,
+    decisions: list[dict] | None = None,
+) -> Run:
     """The API's advance: one unit for a running run; a decision (then continue per mode) when paused."""
-    if approval is not None:  # most likely a decision: try it first (no separate status read either way)
+    if approval is not None or decisions is not None:  # most likely a decision: try it first (no status read)
         try:
-            return decide_approval(run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason)
+            return decide_approval(
+                run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason, decisions=decisions
+            )
         except RunBusy as exc:
             if exc.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
                 raise
@@ -230,14 +242,23 @@ def advance_run(*, run_id, actor, approval: bool | None = None, arguments=None, 
     except RunBusy as exc:
         if exc.status != RunStatus.AWAITING_APPROVAL:
             raise
-    raise InvalidRequest({"approval": ["This run is awaiting approval: send approval true or false."]})
+    raise InvalidRequest({"approval": ["This run is awaiting approval: send approval true or false, or decisions."]})
 
 
 def decide_approval(
-    *, run_id, actor, approved: bool, arguments=None, reason: str | None = None, continue_run: bool = False
+    *,
+    run_id,
+    actor,
+    approved: bool | None = None,
+    arguments=None,
+    reason: str | None = None,
+    decisions: list[dict] | None = None,
+    continue_run: bool = False,
 ) -> Run:
-    """Record a reviewer's decision on the pending call; the run then continues as its mode says.
+    """Record a reviewer's decisions on pending calls; the run then continues as its mode says.
 
+    `decisions` (`[{"call_id", "approved", "arguments"?, "reason"?}]`) decides several calls of the paused reply at
+    once, all or nothing; without it, `approved`/`arguments`/`reason` decide the first pending call.
     `continue_run` (the admin console) drives any run on until it pauses again or stops.
     """
     run = Run.objects.get(pk=run_id)
@@ -249,23 +270,48 @@ def decide_approval(
             if run.status == RunStatus.DONE
             else RunBusy("The run is not awaiting approval.", status=run.status)
         )
-    if arguments is not None:  # checked before anything is recorded: a bad edit is a 400, never a failed tool step
-        _check_edited_arguments(run, arguments)
-    decision = {"approved": approved, "arguments": arguments, "reason": reason, "reviewer": actor.get_username()}
+    if decisions is None:
+        if approved is None:
+            raise InvalidRequest({"approval": ["Send approval true or false, or decisions."]})
+        batch, field = [{"call_id": None, "approved": approved, "arguments": arguments, "reason": reason}], "arguments"
+    else:
+        batch, field = [dict(d) for d in decisions], "decisions"
+    decision = {"decisions": batch, "reviewer": actor.get_username(), "field": field}
     background = run.mode == RunMode.BACKGROUND
     units = None if (run.mode == RunMode.SYNC or (continue_run and not background)) else 0
     return _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision)
 
 
-def _check_edited_arguments(run: Run, arguments: Any) -> None:
-    """Edited arguments must fit the waiting tool's JSON Schema (the API and the admin share this rule)."""
-    pending = selectors.pending_action(run) or {}
-    tool = runtime.tool_registry().get(pending.get("tool", ""))
+def _checked_decisions(held: Held, decisions: list[dict], field: str) -> list[dict]:
+    """The decisions, validated all or nothing against the held state (call ids, each edit against its tool's JSON
+    Schema); a single decision without a call id is for the first pending call. Raises InvalidRequest naming `field`.
+    """
+    waiting = engine.pending_actions(held.state)
+    if not waiting:
+        raise RunBusy("The run is not awaiting approval.", status=held.state.status)
+    if len(decisions) == 1 and decisions[0]["call_id"] is None:
+        decisions = [{**decisions[0], "call_id": waiting[0]["call_id"]}]
+    problem = engine.decision_problem(held.state, decisions)
+    if problem is not None:
+        known = ", ".join(a["call_id"] for a in waiting)
+        raise InvalidRequest({field: [f"{problem[0].upper()}{problem[1:]} (waiting: {known})."]})
+    tools = {a["call_id"]: a["tool"] for a in waiting}
+    for decision in decisions:
+        if decision.get("approved") and decision.get("arguments") is not None:
+            problem = arguments_problem(tools[decision["call_id"]], decision["arguments"])
+            if problem is not None:
+                where = f" (call {decision['call_id']})" if field == "decisions" else ""
+                raise InvalidRequest({field: [f"The edited arguments{where} do not fit the tool's schema: {problem}"]})
+    return decisions
+
+
+def arguments_problem(tool_name: str, arguments: Any) -> str | None:
+    """Why edited arguments do not fit the tool's JSON Schema, or None (the API and the admin share this rule)."""
+    tool = runtime.tool_registry().get(tool_name)
     problem = schema_error(tool.parameters, arguments) if tool else None
     if problem is None and not isinstance(arguments, dict):
         problem = "arguments must be a JSON object"
-    if problem is not None:
-        raise InvalidRequest({"arguments": [f"The edited arguments do not fit the tool's schema: {problem}"]})
+    return problem
 
 
 def invoke_tool(*, actor, name: str, arguments: Any) -> ToolResult:
@@ -292,7 +338,9 @@ def cancel_run(*, run_id, actor=None) -> Run:
     if not updated:
         raise RunFinished("The run is already done.")
     doorbell.ring(run_id)
-    return Run.objects.get(pk=run_id)
+    run = Run.objects.get(pk=run_id)
+    notify.run_done(run)  # the conditional UPDATE made it done: once per run
+    return run
 
 
 def _claim(run_id, statuses: list[str], start_budget: bool = False) -> str:
@@ -419,19 +467,71 @@ def continue_elsewhere(run: Run) -> bool:
 
 
 def _apply_decision(held: Held, decision: dict, last: bool) -> None:
-    # Waiting for a human does not eat the run's budget: the deadline moves by the time spent paused.
     run = held.run
-    paused_for = max((timezone.now() - run.updated_at).total_seconds(), 0.0)
+    now = timezone.now()
+    expires = run.approval_expires_at
+    if decision["reviewer"] is not None and expires is not None and expires <= now:
+        raise RunBusy(f"The approval expired at {expires.isoformat()}; the system denies it.", status=run.status)
+    decisions = _checked_decisions(held, decision["decisions"], decision.get("field", "decisions"))
+    # Waiting for a human does not eat the run's budget: the deadline moves by the time spent paused.
+    paused_for = max((now - run.updated_at).total_seconds(), 0.0)
     run.deadline = run.deadline + timedelta(seconds=paused_for)
     held.state.deadline = rows.to_epoch(run.deadline)
     toolset = runtime.build_toolset(run)
-    # The decision is stored before the tool it allows runs: a worker dying in the tool call loses no decision.
+    # The decisions are stored before the tools they allow run: a worker dying in a tool call loses no decision.
     state, events = engine.decide(
-        held.state, toolset, runtime.clock, interrupt=held.interrupt, record_only=True, **decision
+        held.state,
+        toolset,
+        runtime.clock,
+        decisions=decisions,
+        reviewer=decision["reviewer"],
+        interrupt=held.interrupt,
+        record_only=True,
     )
-    _commit(held, state, events, release=False)
+    record_only = decision.get("record_only", False)
+    _commit(held, state, events, release=record_only)
+    if record_only:
+        return
     state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt)
     _commit(held, state, events, release=last or state.status != RunStatus.RUNNING)
+
+
+EXPIRED = "expired"
+
+
+def expire_approvals(*, run_id) -> bool:
+    """Deny, as the system (`reviewer: null`, `reason: "expired"`), every call of a paused run whose time is up; the
+    run then goes on as after a denial: queued for a worker (a sync run, whose caller is gone, as a background run),
+    a step run left for its client. False when there was nothing to expire (decided meanwhile, or not yet due).
+
+    Takes the run's lease as a decision does, so of a decision racing the expiry and the expiry exactly one is
+    recorded (the other finds the run no longer awaiting, or busy, and records nothing).
+    """
+    try:
+        held = _hold(run_id, [RunStatus.AWAITING_APPROVAL])
+    except (RunBusy, RunFinished, Run.DoesNotExist):
+        return False
+    try:
+        expires = held.run.approval_expires_at
+        if expires is None or expires > timezone.now():
+            return False
+        waiting = engine.pending_actions(held.state)
+        decisions = [{"call_id": a["call_id"], "approved": False, "reason": EXPIRED} for a in waiting]
+        _apply_decision(held, {"decisions": decisions, "reviewer": None, "record_only": True}, last=True)
+    finally:
+        leases.drop(held.token)
+        if not held.released:
+            _release(held.run.pk, held.token)
+    if held.state.status == RunStatus.RUNNING:
+        continue_elsewhere(held.run)
+    return True
+
+
+def sweep_expired_approvals(limit: int = 100) -> int:
+    """The worker's schedule: expire every paused run whose calls' time is up (oldest first). How many expired."""
+    due = Run.objects.filter(status=RunStatus.AWAITING_APPROVAL, approval_expires_at__lte=timezone.now())
+    ids = list(due.order_by("approval_expires_at").values_list("pk", flat=True)[:limit])
+    return sum(expire_approvals(run_id=run_id) for run_id in ids)
 
 
 def _units(held: Held, units: int | None) -> None:
@@ -519,6 +619,7 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     run, now = held.run, timezone.now()
     fields = _storable(rows.run_fields(state))
     fields |= {"deadline": run.deadline, "updated_at": now, "version": run.version + 1}
+    fields["approval_expires_at"] = _expiry(run, held.state.status, state.status, now)
     lease = {"lease_owner": "", "lease_expires": None}
     if not release:
         lease = {"lease_owner": held.token, "lease_expires": leases.until()}
@@ -534,10 +635,33 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
         raise RunBusy("Another worker recorded these steps first.") from None
     for name, value in fields.items():
         setattr(run, name, value)
+    before = held.state.status
     held.state, held.fresh, held.released = state, True, release
     if not rings:
         doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
     _log_commit(run, state, events)
+    _announce(run, before, state.status)
+
+
+def _announce(run: Run, before: str, after: str) -> None:
+    """Tell reviewers and the owner's webhooks about a status change this commit made (after it, outside any
+    transaction: a caller's atomic block defers it to its own commit)."""
+    if after == before or after not in (RunStatus.DONE, RunStatus.AWAITING_APPROVAL):
+        return
+    announce = notify.run_done if after == RunStatus.DONE else notify.run_awaiting_approval
+    if connection.in_atomic_block:
+        transaction.on_commit(lambda: announce(run))
+    else:
+        announce(run)
+
+
+def _expiry(run: Run, before: str, after: str, now):
+    """When the calls of a paused run expire: set as it starts waiting (again), cleared once it is not waiting."""
+    if after != RunStatus.AWAITING_APPROVAL:
+        return None
+    if before == RunStatus.AWAITING_APPROVAL and run.approval_expires_at is not None:
+        return run.approval_expires_at
+    return now + timedelta(seconds=run.approval_ttl_s)
 
 
 def _cancelled(held: Held, state: RunState, fields: dict) -> None:

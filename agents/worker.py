@@ -60,12 +60,14 @@ class ConcurrentWorker(Worker):
         self._drain()
 
     def _sweep(self) -> None:
-        """Every third of a lease: hand runs whose worker died (anywhere) to the queue."""
-        from agents import leases
+        """Every third of a lease: hand runs whose worker died (anywhere) to the queue, and deny (as expired) the calls
+        of paused runs whose approval time is up; those runs go on as after a denial."""
+        from agents import leases, services
 
         while self.running:
             try:
                 leases.sweep_orphans()
+                services.sweep_expired_approvals()
             except Exception:  # noqa: BLE001 - a failed sweep is retried next round; the worker goes on
                 log.exception("sweep failed")
             finally:

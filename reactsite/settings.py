@@ -248,6 +248,8 @@ AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
 # PostgreSQL, else polling), or redis, postgres, poll.
 AGENT_DOORBELL = env.str("AGENT_DOORBELL", default="auto")
 AGENT_DEFAULT_MAX_TURNS = 8
+# Approvals: how long a paused call waits for a human before the system denies it (reason "expired").
+AGENT_APPROVAL_TTL_S = env.int("AGENT_APPROVAL_TTL_S", default=86400)
 # Threads: how much of a conversation's past a new run's model sees (the oldest runs are left out first).
 AGENT_THREAD_HISTORY_RUNS = env.int("AGENT_THREAD_HISTORY_RUNS", default=20)
 AGENT_THREAD_HISTORY_CHARS = env.int("AGENT_THREAD_HISTORY_CHARS", default=24000)

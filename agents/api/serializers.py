@@ -116,13 +116,19 @@ USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 PENDING_ACTION_SCHEMA = {
     "type": "object",
     "nullable": True,
-    "description": "The call waiting for a decision while the run is `awaiting_approval`, else null.",
+    "description": "The (first) call waiting for a decision while the run is `awaiting_approval`, else null.",
     "properties": {
         "call_id": {"type": "string"},
         "tool": {"type": "string"},
         "arguments": {"type": "object", "additionalProperties": {}},
+        "expires_at": {
+            "type": "string",
+            "format": "date-time",
+            "nullable": True,
+            "description": "When the system denies the call if no one has decided (reason `expired`).",
+        },
     },
-    "required": ["call_id", "tool", "arguments"],
+    "required": ["call_id", "tool", "arguments", "expires_at"],
 }
 
 
@@ -143,18 +149,23 @@ class StepSerializer(serializers.ModelSerializer):
 _DATETIME = serializers.DateTimeField()  # DRF's own datetime format, for the run object built by hand
 
 
+def _when(moment) -> str | None:
+    return _DATETIME.to_representation(moment) if moment is not None else None
+
+
 class RunSerializer(serializers.ModelSerializer):
     ok = serializers.BooleanField(read_only=True)
     thread_id = serializers.UUIDField(read_only=True, allow_null=True, help_text="The run's thread, or null.")
     usage = serializers.SerializerMethodField()
     pending_action = serializers.SerializerMethodField()
+    pending_actions = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
         fields = [
             "id", "status", "stop_reason", "ok", "output", "turns", "input", "thread_id", "mode", "protocol",
             "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools", "sensitive_tools",
-            "pending_action", "error", "usage", "created_at", "updated_at",
+            "pending_action", "pending_actions", "error", "usage", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -177,13 +188,15 @@ class RunSerializer(serializers.ModelSerializer):
         more than the rest of the response. Same keys, order and formats as the declared fields."""
         run = instance
         thread_id = run.thread_id
+        actions = [{**a, "expires_at": _when(a["expires_at"])} for a in selectors.pending_actions(run)]
         data = {
             "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
             "output": run.output, "turns": run.turns, "input": run.input,
             "thread_id": str(thread_id) if thread_id is not None else None, "mode": run.mode, "protocol": run.protocol,
             "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
             "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
-            "sensitive_tools": run.sensitive_tools, "pending_action": selectors.pending_action(run), "error": run.error,
+            "sensitive_tools": run.sensitive_tools, "pending_action": actions[0] if actions else None,
+            "pending_actions": actions, "error": run.error,
             "usage": self.get_usage(run), "created_at": _DATETIME.to_representation(run.created_at),
             "updated_at": _DATETIME.to_representation(run.updated_at),
         }  # fmt: skip
@@ -193,7 +206,12 @@ class RunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(PENDING_ACTION_SCHEMA)
     def get_pending_action(self, run: Run) -> dict | None:
-        return selectors.pending_action(run)
+        actions = self.get_pending_actions(run)
+        return actions[0] if actions else None
+
+    @extend_schema_field({"type": "array", "items": {**PENDING_ACTION_SCHEMA, "nullable": False}})
+    def get_pending_actions(self, run: Run) -> list[dict]:
+        return [{**a, "expires_at": _when(a["expires_at"])} for a in selectors.pending_actions(run)]
 
 
 class RunDetailSerializer(RunSerializer):
@@ -220,6 +238,9 @@ class RunCreateSerializer(serializers.Serializer):
     timeout_s = StrictFloatField(min_value=1, max_value=600, default=60.0)
     tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
     sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
+    approval_ttl_s = StrictIntegerField(
+        min_value=60, max_value=604800, required=False, help_text="Seconds a paused call waits before it expires."
+    )
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
 
     def get_fields(self) -> dict:

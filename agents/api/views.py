@@ -51,10 +51,37 @@ class RunFilter(filters.FilterSet):
         fields = ["status", "stop_reason"]
 
 
+class DecisionSerializer(serializers.Serializer):
+    call_id = StrictCharField(max_length=200)
+    approval = StrictBooleanField()
+    arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
+    reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
+
+
 class AdvanceSerializer(serializers.Serializer):
     approval = StrictBooleanField(required=False, allow_null=True, default=None)
     arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
     reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
+    decisions = DecisionSerializer(
+        many=True,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Decide several pending calls at once (all or nothing); instead of approval/arguments/reason.",
+    )
+
+    def validate(self, data: dict) -> dict:
+        if data.get("decisions") is not None:
+            if not data["decisions"]:
+                raise ValidationError({"decisions": ["Give at least one decision."]})
+            mixed = [k for k in ("approval", "arguments", "reason") if data.get(k) is not None]
+            if mixed:
+                raise ValidationError({"decisions": [f"Send decisions or {', '.join(mixed)}, not both."]})
+            data["decisions"] = [
+                {"call_id": d["call_id"], "approved": d["approval"], "arguments": d["arguments"], "reason": d["reason"]}
+                for d in data["decisions"]
+            ]
+        return data
 
 
 def _step_index(header: str) -> int:

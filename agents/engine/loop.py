@@ -115,39 +115,71 @@ def decide(
     toolset: Toolset,
     clock: Clock,
     *,
-    approved: bool,
-    reviewer: str,
+    approved: bool | None = None,
+    reviewer: str | None = None,
     arguments: dict[str, Any] | None = None,
     reason: str | None = None,
+    decisions: list[dict[str, Any]] | None = None,
     interrupt: Interrupt | None = None,
     record_only: bool = False,
 ) -> tuple[RunState, list[dict[str, Any]]]:
-    """Record a decision on the pending call, then run (or skip) it and the rest of the unit's calls.
+    """Record decisions on pending calls, then run (or skip) them and the rest of the unit's calls.
 
-    `record_only` stops after the decision is recorded, so the host can store it before any tool runs; then
-    `resume_calls` runs the calls (the rest of the same unit).
+    `decisions` is a list of `{"call_id", "approved", "arguments"?, "reason"?}` for calls of `pending_actions`, each at
+    most once (recorded in call order); without it, `approved`/`arguments`/`reason` decide the first pending call.
+    `reviewer` is None for a decision the system made (an expired approval). Calls left undecided pause the run
+    again when their turn comes. `record_only` stops after the decisions are recorded, so the host can store them
+    before any tool runs; then `resume_calls` runs the calls (the rest of the same unit).
     """
     if state.status != Status.AWAITING_APPROVAL:
         raise EngineError("the run is not awaiting approval")
+    waiting = pending_actions(state)
+    if decisions is None:
+        if approved is None:
+            raise EngineError("no decision given")
+        decisions = [{"call_id": waiting[0]["call_id"], "approved": approved, "arguments": arguments, "reason": reason}]
+    problem = decision_problem(state, decisions)
+    if problem is not None:
+        raise EngineError(problem)
+    chosen = {d["call_id"]: d for d in decisions}
     state = state.copy()
-    call = pending_calls(state)[0]
     rec = _Recorder(state, clock, interrupt)
-    final_args = arguments if (approved and arguments is not None) else call.arguments
-    rec.add(
-        "approval",
-        call_id=call.id,
-        name=call.name,
-        original_arguments=call.arguments,
-        arguments=final_args,
-        approved=approved,
-        reviewer=reviewer,
-        reason=reason,
-    )
+    for call in pending_calls(state):
+        decision = chosen.get(call.id)
+        if decision is None:
+            continue
+        edited = decision.get("arguments")
+        rec.add(
+            "approval",
+            call_id=call.id,
+            name=call.name,
+            original_arguments=call.arguments,
+            arguments=edited if (decision["approved"] and edited is not None) else call.arguments,
+            approved=bool(decision["approved"]),
+            reviewer=reviewer,
+            reason=decision.get("reason"),
+        )
     state.status = Status.RUNNING
     if not record_only:
         _run_pending(rec, toolset)
         _after_unit(rec)
     return state, rec.events
+
+
+def decision_problem(state: RunState, decisions: list[dict[str, Any]]) -> str | None:
+    """Why these decisions cannot be recorded (an unknown or repeated call id, none at all), or None."""
+    if not decisions:
+        return "no decision given"
+    waiting = {a["call_id"] for a in pending_actions(state)}
+    seen: set[str] = set()
+    for decision in decisions:
+        call_id = str(decision.get("call_id"))
+        if call_id in seen:
+            return f"call {call_id!r} is decided twice"
+        if call_id not in waiting:
+            return f"call {call_id!r} is not waiting for a decision"
+        seen.add(call_id)
+    return None
 
 
 def resume_calls(
@@ -172,11 +204,34 @@ def cancel(state: RunState) -> RunState:
 
 
 def pending_action(state: RunState) -> dict[str, Any] | None:
-    """The call awaiting a decision, as the API shows it."""
+    """The first call awaiting a decision, as the API shows it."""
+    actions = pending_actions(state)
+    return actions[0] if actions else None
+
+
+def pending_actions(state: RunState) -> list[dict[str, Any]]:
+    """Every call of the current reply still waiting for a decision, in order: the call the run paused at, and each
+    later sensitive call of the same reply that has no decision yet (approved calls wait for their turn to run)."""
     if state.status != Status.AWAITING_APPROVAL:
-        return None
+        return []
     calls = pending_calls(state)
-    return {"call_id": calls[0].id, "tool": calls[0].name, "arguments": calls[0].arguments} if calls else None
+    if not calls:
+        return []
+    decided = _decided_since_reply(state)
+    first, rest = calls[0], calls[1:]
+    waiting = [first] + [c for c in rest if c.name in state.sensitive_tools and c.id not in decided]
+    return [{"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in waiting]
+
+
+def _decided_since_reply(state: RunState) -> set[str]:
+    """Call ids with a decision recorded since the last model reply."""
+    decided: set[str] = set()
+    for step in reversed(state.steps):
+        if step["kind"] == "model":
+            break
+        if step["kind"] == "approval":
+            decided.add(step["call_id"])
+    return decided
 
 
 def pending_calls(state: RunState) -> list[ToolCall]:

@@ -89,11 +89,21 @@ def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str
         {"role": "user", "content": state.input + critiques},
     ]
     previous: dict[str, Any] | None = None
+    order: dict[str, int] = {}  # the last reply's call ids by position: results go back in call order
+    results: list[tuple[int, dict[str, Any]]] = []
     for step in state.steps[last + 1 :]:
+        if step["kind"] == "model":
+            messages += [m for _, m in sorted(results, key=lambda r: r[0])]
+            results = []
+            order = {c["id"]: i for i, c in enumerate(step.get("tool_calls") or [])}
         message = _render_step(state.protocol, step, previous)
         if message is not None:
-            messages.append(message)
+            if step["kind"] == "model":
+                messages.append(message)
+            else:  # a result decided out of order (a batch of decisions) still answers in the order of the calls
+                results.append((order.get(step.get("call_id", ""), len(order) + len(results)), message))
         previous = step
+    messages += [m for _, m in sorted(results, key=lambda r: r[0])]
     return messages
 
 

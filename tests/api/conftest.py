@@ -36,6 +36,7 @@ RUN_KEYS = {
     "tools",
     "sensitive_tools",
     "pending_action",
+    "pending_actions",  # v1.1
     "error",
     "usage",
     "created_at",

@@ -160,7 +160,8 @@ def test_a_search_pauses_for_approval_with_pending_action(api, no_search_network
     assert body["stop_reason"] is None
     assert body["turns"] == 1
     pending = body["pending_action"]
-    assert set(pending) == {"call_id", "tool", "arguments"}
+    assert set(pending) == {"call_id", "tool", "arguments", "expires_at"}  # v1.1 adds expires_at
+    assert body["pending_actions"] == [pending]
     assert pending["tool"] == "search"
     assert pending["arguments"] == {"query": "python"}
     assert isinstance(pending["call_id"], str) and pending["call_id"]

@@ -39,7 +39,10 @@ def test_the_run_object_does_not_require_max_reflections(document):
 def test_pending_action_is_an_object_with_its_keys_or_null(document):
     pending = document["components"]["schemas"]["Run"]["properties"]["pending_action"]
     assert (pending["type"], pending["nullable"]) == ("object", True)
-    assert set(pending["required"]) == {"call_id", "tool", "arguments"}
+    assert set(pending["required"]) == {"call_id", "tool", "arguments", "expires_at"}
+    actions = document["components"]["schemas"]["Run"]["properties"]["pending_actions"]
+    assert actions["type"] == "array" and not actions["items"]["nullable"]
+    assert set(actions["items"]["required"]) == {"call_id", "tool", "arguments", "expires_at"}
 
 
 def test_the_event_stream_is_documented_as_events_not_a_json_string(document):

@@ -17,8 +17,8 @@ from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_
 QUESTION = "What is 12*7, plus 1?"
 RUN_KEYS = {
     "id", "status", "stop_reason", "ok", "output", "turns", "input", "thread_id", "mode", "protocol", "provider",
-    "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action", "error", "usage", "created_at",
-    "updated_at",
+    "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action", "pending_actions", "error",
+    "usage", "created_at", "updated_at",
 }  # fmt: skip
 STEP_KEYS = {
     "model": {"thought", "text", "tool_calls", "final_answer", "usage"},

@@ -18,7 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents import rows, services
-from agents.models import IdempotencyKey, Run, RunStatus
+from agents.models import IdempotencyKey, Run, RunStatus, Step
 from tests.integration._support import (
     app_env,
     in_threads,
@@ -300,6 +300,50 @@ def test_after_an_approval_pause_the_run_is_held_while_it_works(user, openai_stu
     assert isinstance(result, Run), result
     assert (result.status, result.stop_reason, result.output) == ("done", "final_answer", "X is a letter.")
     assert list(result.steps.order_by("index").values_list("kind", flat=True)) == ["model", "approval", "tool", "model"]
+
+
+@pytest.mark.parametrize("offset_ms", [-20, -5, 0, 5, 20])
+def test_a_decision_racing_the_expiry_exactly_one_is_recorded(user, settings, stub, offset_ms):
+    """The call expires at T; a reviewer decides around T (offset) while the sweep runs from T on. Whichever takes the
+    run's lease first records; the other records nothing (a late decision is refused as expired)."""
+    settings.AGENT_RATE_LIMIT = "1000/m"
+    settings.TAVILY_API_KEY = ""
+    settings.DUCKDUCKGO_URL = stub.url + "/"
+    stub.add("GET", "/", json={"Heading": "X", "AbstractText": "X is a letter."}, repeat=True)
+    run = services.submit_run(owner=user, options=services.RunOptions(input="search python", mode="step"))
+    assert run.status == "awaiting_approval"
+    expires = timezone.now() + timedelta(milliseconds=300)
+    Run.objects.filter(pk=run.pk).update(approval_expires_at=expires)
+    rita = quick_user("rita", is_superuser=True, is_staff=True)
+
+    def at(moment) -> None:
+        time.sleep(max((moment - timezone.now()).total_seconds(), 0))
+
+    def decide() -> object:
+        at(expires + timedelta(milliseconds=offset_ms))
+        return services.decide_approval(run_id=run.pk, actor=rita, approved=True)
+
+    def sweep() -> int:
+        at(expires)
+        expired = 0
+        for _ in range(50):  # the worker's schedule, compressed
+            expired += services.sweep_expired_approvals()
+            if Run.objects.get(pk=run.pk).status != "awaiting_approval":
+                break
+            time.sleep(0.01)
+        return expired
+
+    results = in_threads(2, lambda i: (decide, sweep)[i]())
+
+    approvals = list(Step.objects.filter(run=run, kind="approval").values_list("data", flat=True))
+    assert len(approvals) == 1, (results, approvals)
+    decided = isinstance(results[0], Run)
+    assert approvals[0]["reviewer"] == ("rita" if decided else None), results
+    assert results[1] == (0 if decided else 1), results
+    if not decided:
+        assert isinstance(results[0], services.ServiceError), results  # refused: busy or expired (409)
+    run.refresh_from_db()
+    assert (run.status, run.lease_owner) != ("awaiting_approval", "")
 
 
 class ThreadResult:

@@ -120,3 +120,48 @@ def test_two_worker_processes_share_one_queue_and_never_double_a_run(stub):
     assert stub.count("POST", OPENAI_PATH) == 30  # one model call per run: none repeated, none doubled
     workers = {w for t in DBTaskResult.objects.all() for w in t.worker_ids}
     assert len(workers) == 2
+
+
+def test_the_worker_expires_approvals_on_its_schedule_and_the_run_goes_on(stub, settings):
+    """No request is involved: the worker's own sweep denies the expired call (`reviewer: null`, `reason:
+    "expired"`) and then finishes the run as after any denial."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.models import Step
+    from tests.providers.stub_llm import openai_tool_calls
+
+    settings.OPENAI_BASE_URL = stub.url + "/v1"
+    stub.add("POST", OPENAI_PATH, json=openai_tool_calls([("s1", "search", {"query": "django"})]))
+    stub.add("POST", OPENAI_PATH, json=openai_text("done"), repeat=True)
+    owner = quick_user("erin")
+    options = services.RunOptions(input="look it up", mode="background", provider="openai", approval_ttl_s=60)
+    run = services.submit_run(owner=owner, options=options)
+    assert services.run_background(run_id=run.pk) == "awaiting_approval"
+    Run.objects.filter(pk=run.pk).update(approval_expires_at=timezone.now() - timedelta(seconds=1))
+
+    proc = worker(stub)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and Run.objects.get(pk=run.pk).status != "done":
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+
+    run.refresh_from_db()
+    assert (run.status, run.output) == ("done", "done"), err[-3000:]
+    approvals = [s.data for s in Step.objects.filter(run=run, kind="approval")]
+    assert approvals == [
+        {
+            "call_id": "s1",
+            "name": "search",
+            "original_arguments": {"query": "django"},
+            "arguments": {"query": "django"},
+            "approved": False,
+            "reviewer": None,
+            "reason": "expired",
+        }
+    ]
+    assert stub.count("GET", "/") == 0  # the search never ran
