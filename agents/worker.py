@@ -61,18 +61,33 @@ class ConcurrentWorker(Worker):
 
     def _sweep(self) -> None:
         """Every third of a lease: hand runs whose worker died (anywhere) to the queue, and deny (as expired) the calls
-        of paused runs whose approval time is up; those runs go on as after a denial."""
-        from agents import leases, services
+        of paused runs whose approval time is up (those runs go on as after a denial); hourly, retention."""
+        from agents import leases, retention, services
 
+        next_prune = 0.0  # with AGENT_RETENTION_DAYS set: at start, then hourly
         while self.running:
             try:
                 leases.sweep_orphans()
                 services.sweep_expired_approvals()
+                if time.monotonic() >= next_prune:  # in its own greenlet: a long prune never delays the sweeps
+                    next_prune = time.monotonic() + retention.SCHEDULE_S
+                    gevent.spawn(self._prune, retention)
             except Exception:  # noqa: BLE001 - a failed sweep is retried next round; the worker goes on
                 log.exception("sweep failed")
             finally:
                 connections.close_all()
             gevent.sleep(leases.lease_s() / 3)
+
+    @staticmethod
+    def _prune(retention) -> None:
+        try:
+            pruned = retention.scheduled()
+            if pruned is not None and pruned.total:
+                log.info("pruned", extra={"rows": pruned.counts})
+        except Exception:  # noqa: BLE001 - retried at the next schedule
+            log.exception("prune failed")
+        finally:
+            connections.close_all()
 
     def _claim(self) -> DBTaskResult | None:
         """The next ready task, claimed for this worker (the same query and claim as `db_worker`)."""

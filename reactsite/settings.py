@@ -250,6 +250,8 @@ AGENT_DOORBELL = env.str("AGENT_DOORBELL", default="auto")
 AGENT_DEFAULT_MAX_TURNS = 8
 # Approvals: how long a paused call waits for a human before the system denies it (reason "expired").
 AGENT_APPROVAL_TTL_S = env.int("AGENT_APPROVAL_TTL_S", default=86400)
+# Retention: finished runs older than this many days are pruned hourly by the worker (0: keep forever).
+AGENT_RETENTION_DAYS = env.int("AGENT_RETENTION_DAYS", default=0)
 # Threads: how much of a conversation's past a new run's model sees (the oldest runs are left out first).
 AGENT_THREAD_HISTORY_RUNS = env.int("AGENT_THREAD_HISTORY_RUNS", default=20)
 AGENT_THREAD_HISTORY_CHARS = env.int("AGENT_THREAD_HISTORY_CHARS", default=24000)

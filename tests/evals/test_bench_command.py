@@ -100,6 +100,7 @@ def test_persisted_cleans_up():
         (["--only", "latency", "--latency-clients", "4,x"], "--latency-clients takes comma-separated whole numbers"),
         (["--only", "latency", "--latency-seconds", "0"], "--latency-seconds must be more than 0"),
         (["--only", "latency", "--model-delay-ms", "-1"], "--model-delay-ms must be between 0 and 60000"),
+        (["--only", "prune", "--prune-runs", "0"], "must be at least 1"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )
@@ -180,3 +181,28 @@ def test_latency_model_delay_sets_the_run_time(monkeypatch):
     p50 = {r["figure"]: r["value"] for r in rows if " run p50 " in r["figure"]}
     assert list(p50) == ["http, 300 ms model, run p50 @ c=2", "http, 300 ms model, run p50 @ c=3"]
     assert all(v >= 900 for v in p50.values())
+
+
+@pytest.mark.django_db
+def test_prune_section_reports_its_rate_and_cleans_up():
+    from agents.models import Run
+
+    data = json.loads(command("bench", "--only", "prune", "--prune-runs", "120", "--json"))
+    rows = {r["figure"]: r for r in data["rows"]}
+    assert rows["prune rows/s"]["value"] > rows["prune runs/s"]["value"] > 0
+    assert "120 runs + 360 steps" in rows["prune rows/s"]["work"]
+    assert not Run.objects.exists()  # the prune itself deleted every bench run
+    assert not get_user_model().objects.filter(username__startswith="bench-").exists()
+
+
+@pytest.mark.django_db
+def test_prune_section_never_touches_other_users_runs():
+    from datetime import timedelta
+
+    from agents.models import Run
+    from tests.conftest import make_user, stored_run_fields
+
+    kept = Run.objects.create(owner=make_user("keeper"), **stored_run_fields(input="old"))
+    Run.objects.filter(pk=kept.pk).update(created_at=kept.created_at - timedelta(days=400))
+    command("bench", "--only", "prune", "--prune-runs", "5", "--json")
+    assert Run.objects.filter(pk=kept.pk).exists()

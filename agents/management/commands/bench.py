@@ -26,7 +26,7 @@ from agents.management.tables import format_table
 if TYPE_CHECKING:  # the HTTP helpers (requests, subprocesses) load only when an HTTP section runs
     from agents.management.bench_http import Gunicorn, Load, ServerUsage
 
-SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "memory")
+SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "memory", "prune")
 
 
 @dataclass
@@ -61,6 +61,9 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--model-delay-ms", type=float, default=200.0, help="latency: ms the model takes per call (default 200)"
+        )
+        parser.add_argument(
+            "--prune-runs", type=int, default=100_000, help="prune: old runs (3 steps each) to delete (default 100000)"
         )
 
     def handle(self, *args, **opts) -> None:
@@ -216,13 +219,57 @@ class Command(BaseCommand):
             user.delete()
         return rows
 
+    def _bench_prune(self, *, prune_runs: int, **_) -> list[Row]:
+        """Retention's delete rate: `prune_runs` finished runs 40 days old, 3 steps each, of a throwaway user."""
+        from agents import retention
+
+        user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
+        try:
+            self._progress(f"  prune: storing {prune_runs:,} old runs …")
+            _old_runs(user, prune_runs)
+            started = time.perf_counter()
+            pruned = retention.prune_runs(30, owner=user)
+            seconds = time.perf_counter() - started
+        finally:
+            user.delete()
+        rows = pruned.counts.get("runs", 0) + pruned.counts.get("steps", 0)
+        work = f"{pruned.counts.get('runs', 0):,} runs + {pruned.counts.get('steps', 0):,} steps, batches of 1000"
+        return [
+            Row("prune rows/s", rows / seconds, "rows/s", work),
+            Row("prune runs/s", pruned.counts.get("runs", 0) / seconds, "runs/s", work),
+        ]
+
+
+def _old_runs(user, count: int, batch: int = 5000) -> None:
+    """`count` finished runs created 40 days ago, with 3 steps each (bulk inserts)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.models import Run, Step
+
+    old = timezone.now() - timedelta(days=40)
+    fields = {"input": "old", "provider": "demo", "model": "demo-1", "status": "done", "stop_reason": "final_answer"}
+    for start in range(0, count, batch):
+        n = min(batch, count - start)
+        runs = Run.objects.bulk_create(
+            [Run(owner=user, output="x", deadline=old, created_at=old, updated_at=old, **fields) for _ in range(n)]
+        )
+        Run.objects.filter(pk__in=[r.pk for r in runs]).update(created_at=old)  # auto_now_add overrode it
+        steps = [
+            Step(run=r, index=i, kind="error", data={"message": "x"}, created_at=old) for r in runs for i in range(3)
+        ]
+        Step.objects.bulk_create(steps)
+
 
 def _params(opts: dict) -> dict:
     """The sections' parameters from the options, checked (a CommandError exiting 2 names the bad one)."""
     sizes = _whole_numbers(opts["sizes"], "--sizes")
     clients = _whole_numbers(opts["latency_clients"], "--latency-clients")
-    if any(n < 1 for n in [*sizes, opts["queries"], opts["http_runs"], *clients]):
-        raise CommandError("--sizes, --queries, --http-runs and --latency-clients must be at least 1.", returncode=2)
+    if any(n < 1 for n in [*sizes, opts["queries"], opts["http_runs"], *clients, opts["prune_runs"]]):
+        raise CommandError(
+            "--sizes, --queries, --http-runs, --latency-clients and --prune-runs must be at least 1.", returncode=2
+        )
     if not opts["latency_seconds"] > 0:
         raise CommandError("--latency-seconds must be more than 0.", returncode=2)
     if not 0 <= opts["model_delay_ms"] <= 60_000:
@@ -234,6 +281,7 @@ def _params(opts: dict) -> dict:
         "latency_clients": clients,
         "latency_seconds": opts["latency_seconds"],
         "model_delay_ms": opts["model_delay_ms"],
+        "prune_runs": opts["prune_runs"],
     }
 
 
