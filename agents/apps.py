@@ -6,7 +6,10 @@ class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self) -> None:
-        from agents import checks  # noqa: F401  (registers the system checks)
+        from agents import (
+            admin_webhooks,  # noqa: F401  (registers the webhook pages of the console)
+            checks,  # noqa: F401  (registers the system checks)
+        )
         from reactsite import green
 
         green.install()

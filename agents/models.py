@@ -6,6 +6,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class RunStatus(models.TextChoices):
@@ -21,6 +22,7 @@ class StopReason(models.TextChoices):
     TIMEOUT = "timeout"
     MODEL_ERROR = "model_error"
     CANCELLED = "cancelled"
+    QUOTA_EXCEEDED = "quota_exceeded"
 
 
 class RunMode(models.TextChoices):
@@ -240,3 +242,125 @@ class RateCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.count} until {self.window_end}"
+
+
+class WebhookEvent(models.TextChoices):
+    """Event names on the wire (API.md v1.1, "Webhooks"): API, never renamed."""
+
+    RUN_DONE = "run.done"
+    RUN_AWAITING_APPROVAL = "run.awaiting_approval"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class Webhook(models.Model):
+    """A user's endpoint for run events; `secret` signs every delivery and is shown once, when it is created."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.URLField(max_length=2000)
+    events = models.JSONField(default=list, help_text="event names, from WebhookEvent")
+    secret = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class WebhookDelivery(models.Model):
+    """One event for one webhook: its id is the X-Reactsite-Delivery header; every attempt is recorded."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=32, choices=WebhookEvent.choices)
+    # The run's id only, not a key: a delivery outlives a deleted run (retention), and deleting runs stays one table.
+    run_id = models.UUIDField(null=True, blank=True)
+    # The JSON body as sent, byte for byte the same on every attempt (jsonb would reorder its keys).
+    payload = models.TextField()
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, help_text="when the event happened (the payload's)")
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+        indexes = [models.Index(fields=["status", "-created_at"], name="delivery_status_created")]
+
+    def __str__(self) -> str:
+        return f"{self.event} {str(self.id)[:8]} ({self.status})"
+
+
+class WebhookAttempt(models.Model):
+    """One POST of a delivery: the receiver's status code, or why there was none."""
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveSmallIntegerField()
+    at = models.DateTimeField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="webhookattempt_number_unique")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number}: {self.status_code or self.error}"
+
+
+class DailyUsage(models.Model):
+    """Tokens a user's runs used on one UTC day; kept by a database trigger on the run row (migration 0010), so the
+    unit's own commit counts them. `max_unit`: the largest single commit's tokens that day (quota admission)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    max_unit = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        verbose_name_plural = "daily usage"
+        constraints = [models.UniqueConstraint(fields=["owner", "day"], name="dailyusage_owner_day_unique")]
+        indexes = [models.Index(fields=["day"], name="dailyusage_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day}: {self.total_tokens} tokens"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class TokenQuota(models.Model):
+    """A user's own daily token quota, instead of AGENT_DAILY_TOKEN_QUOTA (0: no quota for this user)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    daily_tokens = models.PositiveBigIntegerField(help_text="tokens per UTC day; 0 means no quota for this user")
+
+    class Meta:
+        verbose_name = "token quota override"
+
+    def __str__(self) -> str:
+        return f"{self.daily_tokens} tokens/day"
+
+
+class QuotaReservation(models.Model):
+    """A model call in flight under a quota (agents.quotas.Admission); it expires with the call's timeout."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    tokens = models.PositiveBigIntegerField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "expires_at"], name="reservation_owner_expires")]

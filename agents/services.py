@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from agents import doorbell, engine, leases, notify, persist, rows, runtime
+from agents import doorbell, engine, leases, notify, persist, quotas, rows, runtime
 from agents.engine import RunState
 from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
@@ -84,7 +84,10 @@ class RunOptions:
 
 
 def submit_run(*, owner, options: RunOptions) -> Run:
-    """Create a run and start it as its mode says: sync runs on, step does one unit, background is queued."""
+    """Create a run and start it as its mode says: sync runs on, step does one unit, background is queued.
+
+    Over the owner's daily token quota: QuotaExceeded (429), and nothing is stored.
+    """
     if options.mode == RunMode.BACKGROUND:
         with transaction.atomic():  # the run and its task commit together: no run is left without a task
             run = start_run(owner=owner, options=options)
@@ -92,11 +95,21 @@ def submit_run(*, owner, options: RunOptions) -> Run:
         return run
     token = uuid.uuid4().hex
     run = start_run(owner=owner, options=options, lease_owner=token)  # inserted already held by this worker
-    return _drive(Held(run, token, rows.state_from_rows(run, [])), None if options.mode == RunMode.SYNC else 1)
+    held = Held(run, token, rows.state_from_rows(run, []), owner=owner)
+    return _drive(held, None if options.mode == RunMode.SYNC else 1)
 
 
-def start_run(*, owner, options: RunOptions, lease_owner: str = "") -> Run:
-    """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held."""
+def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: bool = False) -> Run:
+    """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held.
+
+    `new_thread` starts a thread for it (titled from its input) in the same transaction: a run that cannot start
+    leaves no empty thread. Over the owner's daily token quota: QuotaExceeded, and nothing is stored.
+    """
+    quotas.check_can_start(owner)
+    if new_thread:
+        with transaction.atomic():
+            thread = create_thread(owner=owner)
+            return start_run(owner=owner, options=replace(options, thread_id=thread.pk), lease_owner=lease_owner)
     provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
     try:
         model = validate_choice(provider, options.model)
@@ -149,6 +162,10 @@ def _thread_and_history(owner, thread_id) -> tuple[Thread | None, list[dict]]:
     """The owner's thread and its earlier runs as the new run's history (bounded): two queries, however long."""
     if thread_id is None:
         return None, []
+    try:
+        thread_id = uuid.UUID(str(thread_id))
+    except ValueError:
+        raise InvalidRequest({"thread_id": ["Must be a valid UUID."]}) from None
     thread = Thread.objects.filter(pk=thread_id, owner=owner).first()
     if thread is None:
         raise InvalidRequest({"thread_id": ["No thread with this id."]})
@@ -183,9 +200,10 @@ def _tool_names(names: list[str] | None, field: str) -> list[str]:
     return sorted(set(names))
 
 
-def execute(*, run_id: uuid.UUID | str, units: int | None = None, start_budget: bool = False) -> Run:
-    """Advance a running (or queued) run: `units` units, or until it stops or pauses (None)."""
-    held = _hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget)
+def execute(*, run_id: uuid.UUID | str, units: int | None = None, start_budget: bool = False, owner=None) -> Run:
+    """Advance a running (or queued) run: `units` units, or until it stops or pauses (None). `owner`: the run's
+    owner, when the caller has the user object (spares reading their quota)."""
+    held = _hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget, owner=owner)
     return _drive(held, units)
 
 
@@ -227,8 +245,17 @@ def advance_run(
     arguments=None,
     reason: str | None = None,
     decisions: list[dict] | None = None,
+    owner_id: int | None = None,
 ) -> Run:
-    """The API's advance: one unit for a running run; a decision (then continue per mode) when paused."""
+    """The API's advance: one unit for a running run; a decision (then continue per mode) when paused.
+
+    Over the run owner's daily token quota: QuotaExceeded (429) before anything is recorded or called. `owner_id`
+    (the caller read the run) spares a read.
+    """
+    if owner_id is None:
+        owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
+    if owner_id is not None:
+        quotas.check_can_start(actor if owner_id == actor.pk else _user(owner_id))
     if approval is not None or decisions is not None:  # most likely a decision: try it first (no status read)
         try:
             return decide_approval(
@@ -238,7 +265,7 @@ def advance_run(
             if exc.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
                 raise
     try:
-        return execute(run_id=run_id, units=1)
+        return execute(run_id=run_id, units=1, owner=actor)
     except RunBusy as exc:
         if exc.status != RunStatus.AWAITING_APPROVAL:
             raise
@@ -279,7 +306,13 @@ def decide_approval(
     decision = {"decisions": batch, "reviewer": actor.get_username(), "field": field}
     background = run.mode == RunMode.BACKGROUND
     units = None if (run.mode == RunMode.SYNC or (continue_run and not background)) else 0
-    return _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision)
+    return _work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, owner=actor)
+
+
+def _user(user_id: int):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model()(pk=user_id)
 
 
 def _checked_decisions(held: Held, decisions: list[dict], field: str) -> list[dict]:
@@ -385,8 +418,10 @@ def _claim_queued(runs, token: str, now) -> bool:
 class Held:
     """A run this worker holds the lease of: the row as last committed and the engine state, kept in memory."""
 
-    def __init__(self, run: Run, token: str, state: RunState) -> None:
+    def __init__(self, run: Run, token: str, state: RunState, owner=None) -> None:
         self.run, self.token, self.state = run, token, state
+        self.owner = owner  # the owner's user object when the caller has it (its quota facts spare a query)
+        self.admission: quotas.Admission | None = None  # the owner's quota gate, while units run
         leases.hold(token)  # renewed every few seconds while this process works on it
         self.fresh = True  # stored (inserted or committed) since the last cancellation check
         self.released = False
@@ -407,7 +442,7 @@ class Held:
         return self.run
 
 
-def _hold(run_id, statuses: list[str], start_budget: bool = False) -> Held:
+def _hold(run_id, statuses: list[str], start_budget: bool = False, owner=None) -> Held:
     token = _claim(run_id, statuses, start_budget)
     try:
         run = Run.objects.get(pk=run_id)
@@ -415,15 +450,15 @@ def _hold(run_id, statuses: list[str], start_budget: bool = False) -> Held:
     except BaseException:
         _release(run_id, token)
         raise
-    return Held(run, token, state)
+    return Held(run, token, state, owner=owner if owner is not None and owner.pk == run.owner_id else None)
 
 
 def _release(run_id, token: str) -> None:
     Run.objects.filter(pk=run_id, lease_owner=token).update(lease_owner="", lease_expires=None)
 
 
-def _work(run_id, *, statuses: list[str], units: int | None, decision: dict | None = None) -> Run:
-    held = _hold(run_id, statuses)
+def _work(run_id, *, statuses: list[str], units: int | None, decision: dict | None = None, owner=None) -> Run:
+    held = _hold(run_id, statuses, owner=owner)
     return _drive(held, units, decision)
 
 
@@ -439,6 +474,8 @@ def _drive(held: Held, units: int | None, decision: dict | None = None) -> Run:
         raise
     finally:
         leases.drop(held.token)
+        if held.admission is not None:
+            held.admission.leave()
         if not held.released:
             _release(held.run.pk, held.token)
     if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
@@ -543,7 +580,8 @@ def _units(held: Held, units: int | None) -> None:
         state = held.state.copy()
         state.finish(engine.StopReason.MODEL_ERROR, error=str(exc))
         return _commit(held, state, [], release=True)
-    model, toolset, done = Unheld(model), runtime.build_toolset(held.run), 0
+    held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.owner)
+    model, toolset, done = Unheld(model, held.admission), runtime.build_toolset(held.run), 0
     while held.state.status == RunStatus.RUNNING and (units is None or done < units):
         _unit(held, model, toolset, last_unit=units is not None and done + 1 >= units)
         done += 1
@@ -566,10 +604,13 @@ class Unheld:
     Inside an atomic block (a caller's transaction, as in tests) the connection stays: closing it would break that.
     """
 
-    def __init__(self, model) -> None:
-        self.model = model
+    def __init__(self, model, admission: quotas.Admission | None = None) -> None:
+        self.model, self.admission = model, admission
 
     def complete(self, request):
+        if self.admission is not None:  # the owner's daily quota: wait for room (holding nothing), or stop (HostStop)
+            self.admission.leave()  # a reservation of an earlier call whose unit did not commit (a reflection)
+            self.admission.enter(request.timeout_s, idle=release_connection)
         release_connection()
         try:
             return self.model.complete(request)
@@ -637,6 +678,8 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
         setattr(run, name, value)
     before = held.state.status
     held.state, held.fresh, held.released = state, True, release
+    if held.admission is not None:
+        held.admission.leave()  # the call's tokens are counted now (the commit's trigger): its reservation goes
     if not rings:
         doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
     _log_commit(run, state, events)

@@ -1,10 +1,11 @@
-"""Background runs: a task advances a run until it stops or pauses; a decision puts it back on the queue."""
+"""Background work: a task advances a run until it stops or pauses (a decision puts it back on the queue); others
+deliver webhooks and tell reviewers of paused runs."""
 
 from __future__ import annotations
 
 from django.tasks import task
 
-from agents import services
+from agents import notify, services, webhooks
 from agents.models import Run
 
 
@@ -15,3 +16,15 @@ def advance_in_background(run_id: str) -> str:
         return services.run_background(run_id=run_id)
     except Run.DoesNotExist:
         return "skipped"  # deleted meanwhile
+
+
+@task
+def deliver_webhook(delivery_id: str) -> str:
+    """One attempt of a webhook delivery; a failed one queues the next after its backoff (agents.webhooks)."""
+    return webhooks.deliver(delivery_id)
+
+
+@task
+def email_reviewers(run_id: str) -> int:
+    """Tell the reviewers, by e-mail, that a run waits for a decision (agents.notify)."""
+    return notify.email_reviewers(run_id=run_id)

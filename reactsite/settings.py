@@ -222,7 +222,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Limits, tool arguments, the event stream and error statuses drf-spectacular cannot introspect.
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "agents.api.schema.postprocess"],
-    "ENUM_NAME_OVERRIDES": {"ToolNameEnum": "agents.api.schema.tool_names"},
+    "ENUM_NAME_OVERRIDES": {
+        "ToolNameEnum": "agents.api.schema.tool_names",
+        "WebhookEventEnum": "agents.models.WebhookEvent",
+    },
 }
 
 # The agent runtime (see ../shared/API.md for every setting's meaning).
@@ -250,6 +253,8 @@ AGENT_DOORBELL = env.str("AGENT_DOORBELL", default="auto")
 AGENT_DEFAULT_MAX_TURNS = 8
 # Approvals: how long a paused call waits for a human before the system denies it (reason "expired").
 AGENT_APPROVAL_TTL_S = env.int("AGENT_APPROVAL_TTL_S", default=86400)
+# Quotas: tokens per user per UTC day (0: none); a user's own override is set in the admin (TokenQuota).
+AGENT_DAILY_TOKEN_QUOTA = env.int("AGENT_DAILY_TOKEN_QUOTA", default=0)
 # Retention: finished runs older than this many days are pruned hourly by the worker (0: keep forever).
 AGENT_RETENTION_DAYS = env.int("AGENT_RETENTION_DAYS", default=0)
 # Threads: how much of a conversation's past a new run's model sees (the oldest runs are left out first).
@@ -276,3 +281,47 @@ TAVILY_API_KEY = env("TAVILY_API_KEY", default="")
 TAVILY_URL = env("TAVILY_URL", default="https://api.tavily.com/search")
 DUCKDUCKGO_URL = env("DUCKDUCKGO_URL", default="https://api.duckduckgo.com/")
 SEARCH_TIMEOUT_S = env.float("SEARCH_TIMEOUT_S", default=10.0)
+
+# Notifications (README, "Webhooks and notifications"). Webhook targets must resolve to public addresses unless
+# AGENT_WEBHOOK_ALLOW_PRIVATE=1 (a receiver on this machine or a private network); cloud metadata addresses never.
+AGENT_WEBHOOK_ALLOW_PRIVATE = env.bool("AGENT_WEBHOOK_ALLOW_PRIVATE", default=False)
+AGENT_WEBHOOK_TIMEOUT_S = env.float("AGENT_WEBHOOK_TIMEOUT_S", default=5.0)
+# A failed attempt is retried after base * 2**(n-1) seconds: 7 attempts over ~63 minutes by default.
+AGENT_WEBHOOK_MAX_ATTEMPTS = env.int("AGENT_WEBHOOK_MAX_ATTEMPTS", default=7)
+AGENT_WEBHOOK_RETRY_BASE_S = env.float("AGENT_WEBHOOK_RETRY_BASE_S", default=60.0)
+# Where this site is reached from outside: links in e-mails (a run's admin page) are built on it.
+AGENT_PUBLIC_URL = env.str("AGENT_PUBLIC_URL", default="http://127.0.0.1:8000")
+# E-mail (Django 6.1's MAILERS): printed to the console (with DEBUG on) unless EMAIL_URL names an SMTP server
+# (smtp://user:password@host:25, smtp+tls://…:587, smtps://…:465), or the variables named like Django's classic
+# settings are set: EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL.
+# EMAIL_BACKEND picks any other backend (with no options); EMAIL_TIMEOUT bounds an SMTP conversation.
+_SMTP = "django.core.mail.backends.smtp.EmailBackend"
+if env.str("EMAIL_URL", default=""):
+    _email = env.email_url("EMAIL_URL")
+    _email_backend = _email["EMAIL_BACKEND"]
+    _smtp_options = {
+        "host": _email["EMAIL_HOST"] or "localhost",
+        "port": _email["EMAIL_PORT"] or 25,
+        "username": _email["EMAIL_HOST_USER"] or "",
+        "password": _email["EMAIL_HOST_PASSWORD"] or "",
+        "use_tls": bool(_email.get("EMAIL_USE_TLS")),
+        "use_ssl": bool(_email.get("EMAIL_USE_SSL")),
+    }
+else:
+    # Nothing configured: the console in development; with DEBUG off, SMTP on localhost:25 (Django's own default,
+    # and what `check --deploy` asks for) — a machine's local MTA, or a logged delivery failure.
+    _console = DEBUG and not env.str("EMAIL_HOST", default="")
+    _email_backend = env.str(
+        "EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend" if _console else _SMTP
+    )
+    _smtp_options = {
+        "host": env.str("EMAIL_HOST", default="localhost"),
+        "port": env.int("EMAIL_PORT", default=25),
+        "username": env.str("EMAIL_HOST_USER", default=""),
+        "password": env.str("EMAIL_HOST_PASSWORD", default=""),
+        "use_tls": env.bool("EMAIL_USE_TLS", default=False),
+        "use_ssl": env.bool("EMAIL_USE_SSL", default=False),
+    }
+_smtp_options["timeout"] = env.float("EMAIL_TIMEOUT", default=10.0)
+MAILERS = {"default": {"BACKEND": _email_backend, **({"OPTIONS": _smtp_options} if _email_backend == _SMTP else {})}}
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="reactsite@localhost")

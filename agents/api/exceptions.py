@@ -9,7 +9,7 @@ from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from agents import services
+from agents import quotas, services
 
 _STATUS = {
     services.InvalidRequest: status.HTTP_400_BAD_REQUEST,
@@ -29,6 +29,8 @@ def exception_handler(exc, context):
         return Response({"detail": f"The request body is larger than {limit} bytes."}, status=413)
     if isinstance(exc, RecursionError):  # JSON nested too deeply for the parser: bad input, not a 500
         exc = ParseError("JSON parse error - the body is nested too deeply.")
+    if isinstance(exc, quotas.QuotaExceeded):
+        return Response({"detail": str(exc)}, status=429, headers={"Retry-After": str(exc.retry_after)})
     for cls, code in _STATUS.items():
         if isinstance(exc, cls):
             detail = exc.detail if isinstance(exc.detail, dict) else {"detail": str(exc.detail)}

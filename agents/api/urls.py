@@ -5,7 +5,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api.evals import EvalRunViewSet
+from agents.api.usage import UsageView
 from agents.api.views import HealthView, RunViewSet, ThreadViewSet, ToolViewSet
+from agents.api.webhooks import WebhookViewSet
 
 
 class OptionalSlashRouter(SimpleRouter):
@@ -21,9 +23,11 @@ router.register("runs", RunViewSet, basename="run")
 router.register("threads", ThreadViewSet, basename="thread")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("evals/runs", EvalRunViewSet, basename="evalrun")
+router.register("webhooks", WebhookViewSet, basename="webhook")
 
 urlpatterns = [
     re_path(r"^health/?$", HealthView.as_view(), name="health"),
+    re_path(r"^usage/?$", UsageView.as_view(), name="usage"),
     re_path(r"^schema/?$", SpectacularAPIView.as_view(), name="schema"),
     re_path(r"^docs/?$", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     *router.urls,

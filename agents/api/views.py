@@ -160,7 +160,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         run = self.get_object()
         body = AdvanceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.advance_run(run_id=run.pk, actor=request.user, **body.validated_data)
+        run = services.advance_run(run_id=run.pk, actor=request.user, owner_id=run.owner_id, **body.validated_data)
         return Response(RunSerializer(run).data)
 
     @extend_schema(responses={(200, "text/event-stream"): str})

@@ -14,6 +14,7 @@ from agents.engine.loop import (
 )
 from agents.engine.state import RunState
 from agents.engine.types import (
+    HostStop,
     ModelError,
     ModelReply,
     ModelRequest,
@@ -26,6 +27,7 @@ from agents.engine.types import (
 
 __all__ = [
     "EngineError",
+    "HostStop",
     "ModelError",
     "ModelReply",
     "ModelRequest",

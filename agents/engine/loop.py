@@ -15,6 +15,7 @@ from agents.engine.prompts import reflection_messages, render_messages
 from agents.engine.state import RunState
 from agents.engine.types import (
     Clock,
+    HostStop,
     Model,
     ModelError,
     ModelReply,
@@ -284,6 +285,9 @@ def _call_model(
     try:
         request = ModelRequest(messages, specs, state.protocol, state.deadline - now, 2 * len(state.history))
         reply = model.complete(request)
+    except HostStop as exc:
+        rec.stop(exc.reason, str(exc))
+        return None
     except ModelError as exc:
         state.turns += 1
         message = str(exc) or "the model call failed"

@@ -21,6 +21,7 @@ class StopReason(StrEnum):
     TIMEOUT = "timeout"
     MODEL_ERROR = "model_error"
     CANCELLED = "cancelled"
+    QUOTA_EXCEEDED = "quota_exceeded"
 
 
 class Protocol_(StrEnum):
@@ -96,6 +97,15 @@ class ModelReply:
 
 class ModelError(Exception):
     """A provider failed after its retries; the message is safe to show (no keys, no stack)."""
+
+
+class HostStop(Exception):
+    """Raised by a model (a host's wrapper of it) before it makes the call: a budget the host keeps is exhausted
+    (e.g. the user's daily token quota). The engine stops the run with `reason`; no call was made, no turn counted."""
+
+    def __init__(self, reason: StopReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class Model(Protocol):

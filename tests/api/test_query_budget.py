@@ -20,6 +20,14 @@ AUTH, RATE_LIMIT = 1, 0 if settings.REDIS_URL else 1
 # A unit's commit (update the held run, append its steps): one statement on PostgreSQL (a data-modifying CTE), an
 # UPDATE and an INSERT in one transaction elsewhere.
 COMMIT = 1 if connection.vendor == "postgresql" else 2
+# A run that finishes looks up its owner's webhooks once, after the commit (agents/notify.py): one indexed read when
+# there are none. The tests run inside a transaction, so `committed` runs what waited for its commit, as in production.
+NOTIFY = 1
+
+
+@pytest.fixture
+def committed(django_capture_on_commit_callbacks):
+    return lambda: django_capture_on_commit_callbacks(execute=True)
 
 
 @pytest.fixture
@@ -28,10 +36,11 @@ def quiet(settings, no_search_network):
     return no_search_network
 
 
-def test_creating_a_three_turn_sync_run(api, quiet, django_assert_num_queries):
-    # insert (held) + 5 commits: reply 1, tools 1, reply 2, tools 2, final reply (lease released)
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 5 * COMMIT):
+def test_creating_a_three_turn_sync_run(api, quiet, committed, django_assert_num_queries):
+    # insert (held) + 5 commits: reply 1, tools 1, reply 2, tools 2, final reply (lease released) + the webhook look-up
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 5 * COMMIT + NOTIFY), committed() as callbacks:
         response = create_run(api)
+    assert len(callbacks) == 1  # the run.done announcement, run after the commit
     assert response.status_code == 201
     assert response.json()["output"] == "85"
 
@@ -48,9 +57,10 @@ def test_an_approval_decision(api, quiet, reviewer, django_assert_num_queries):
     run = create_run(api, input="search python", mode="step").json()
     assert run["status"] == "awaiting_approval"
     staff = client_for(reviewer)
-    # the view's look-up, the reviewer's permissions (2), the service's read, claim, read run and steps, then two
-    # commits: the decision (stored before any tool runs), then the rest of the unit (a denial: the run row only)
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 2 + 1 + 1 + 2 + COMMIT + 1):
+    # the view's look-up, the reviewer's permissions (2), the owner's quota (the reviewer is not the owner: their
+    # facts did not come with the token), the service's read, claim, read run and steps, then two commits: the
+    # decision (stored before any tool runs), then the rest of the unit (a denial: the run row only)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 2 + 1 + 1 + 1 + 2 + COMMIT + 1):
         response = staff.post(run_url(run["id"], "advance"), {"approval": False}, format="json")
     assert response.status_code == 200
     assert response.json()["status"] == "running"
@@ -95,19 +105,21 @@ def test_memory_recall(api, alice, django_assert_num_queries):
     assert response.json()["count"] == 30
 
 
-def test_a_sync_run_costs_at_most_14_statements(api, quiet):
-    """The issue's budget, on whichever database this suite runs on (SQLite or PostgreSQL)."""
+def test_a_sync_run_costs_at_most_14_statements(api, quiet, committed):
+    """The issue's budget, on whichever database this suite runs on (SQLite or PostgreSQL), announcement included."""
     from django.test.utils import CaptureQueriesContext
 
-    with CaptureQueriesContext(connection) as ctx:
+    with CaptureQueriesContext(connection) as ctx, committed():
         assert create_run(api, input=ARITHMETIC).status_code == 201
     assert len(ctx.captured_queries) <= 14, [q["sql"][:80] for q in ctx.captured_queries]
 
 
-def test_nothing_else_is_read_back(api, quiet):
+def test_nothing_else_is_read_back(api, quiet, committed):
     from django.test.utils import CaptureQueriesContext
 
-    with CaptureQueriesContext(connection) as ctx:
+    with CaptureQueriesContext(connection) as ctx, committed():
         create_run(api)
     reads = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("SELECT")]
-    assert len(reads) == AUTH, reads  # the run and its steps are never read back: the response is built in memory
+    # the run and its steps are never read back (the response is built in memory); the webhook look-up is no read-back
+    assert len(reads) == AUTH + NOTIFY, reads
+    assert "agents_webhook" in reads[-1]

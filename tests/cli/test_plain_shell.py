@@ -60,6 +60,16 @@ def test_agent_cli_works_from_a_plain_shell(shell):
     assert "Stop reason: final_answer" in proc.stdout
 
 
+def test_a_conversation_on_the_cli_from_a_plain_shell(shell):
+    """The README's thread commands: --new-thread prints the id that --thread continues."""
+    first = manage("agent", QUESTION, "--new-thread", env=shell)
+    assert first.returncode == 0, first.stdout + first.stderr[-3000:]
+    thread = first.stdout.rsplit("--thread ", 1)[1].split()[0]
+    second = manage("agent", "now divide that by 5", "--thread", thread, env=shell)
+    assert second.returncode == 0, second.stdout + second.stderr[-3000:]
+    assert "Final Answer: 17" in second.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -68,6 +78,8 @@ def test_agent_cli_works_from_a_plain_shell(shell):
         ("run_evals", "--help"),
         ("bench", "--help"),
         ("db_worker", "--help"),
+        ("prune", "--days", "30", "--dry-run"),
+        ("prune", "--days", "30"),
         ("check",),
     ],
     ids=lambda a: a[0],

@@ -11,8 +11,39 @@ from agents.providers.fake import ScriptedModel, calls, text
 from tests.engine.conftest import FakeClock, echo_tool, kinds, make_tool, new_state, run_until_stopped, toolset
 
 
-def test_stop_reasons_are_exactly_the_five_of_the_api():
-    assert sorted(r.value for r in StopReason) == ["cancelled", "final_answer", "max_turns", "model_error", "timeout"]
+def test_stop_reasons_are_exactly_those_of_the_api():
+    assert sorted(r.value for r in StopReason) == [
+        "cancelled",
+        "final_answer",
+        "max_turns",
+        "model_error",
+        "quota_exceeded",  # v1.1
+        "timeout",
+    ]
+
+
+def test_a_host_stop_before_the_call_stops_the_run_without_a_turn(clock):
+    """A host budget (the daily token quota) refuses the next model call: the run stops with its reason, the turn
+    is not counted and the tool calls of the earlier reply have all run."""
+    from agents.engine import HostStop
+
+    tools = toolset(echo_tool())
+
+    class Quota:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def complete(self, request):
+            self.calls += 1
+            if self.calls > 1:
+                raise HostStop(StopReason.QUOTA_EXCEEDED, "the daily token quota is used up")
+            return calls(("echo", {"text": "a"}))
+
+    state, events = run_until_stopped(new_state(tools), Quota(), tools, clock)
+
+    assert (state.status, state.stop_reason, state.turns, state.output) == ("done", "quota_exceeded", 1, None)
+    assert kinds(events) == ["model", "tool", "error"]
+    assert events[-1]["message"] == "the daily token quota is used up"
 
 
 def test_max_turns_stops_after_that_many_model_calls(clock):

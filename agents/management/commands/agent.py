@@ -6,12 +6,13 @@ import json
 import logging
 import sys
 import time
+import uuid
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents import selectors, services
+from agents import quotas, selectors, services
 from agents.api.serializers import RunDetailSerializer
 from agents.models import Run, RunStatus, Step
 from agents.permissions import can_decide
@@ -29,6 +30,11 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=settings.AGENT_DEFAULT_TIMEOUT_S, help="seconds")
         parser.add_argument("--user", default="admin", help="the run's owner (default: admin)")
         parser.add_argument("--json", action="store_true", help="print the run object with its steps")
+        thread = parser.add_mutually_exclusive_group()
+        thread.add_argument("--thread", metavar="ID", default=None, help="continue this thread of the --user")
+        thread.add_argument(
+            "--new-thread", action="store_true", help="start a thread (titled from the input) to continue later"
+        )
         decide = parser.add_mutually_exclusive_group()
         decide.add_argument("--approve", action="store_true", help="approve sensitive tool calls")
         decide.add_argument("--deny", action="store_true", help="deny sensitive tool calls")
@@ -41,6 +47,8 @@ class Command(BaseCommand):
             raise CommandError("--timeout must be between 1 and 600 seconds.", returncode=2)
         if not opts["input"].strip() or len(opts["input"]) > settings.AGENT_MAX_INPUT_CHARS:
             raise CommandError(f"The input must have 1 to {settings.AGENT_MAX_INPUT_CHARS} characters.", returncode=2)
+        if opts["thread"] is not None and opts["new_thread"]:  # argparse refuses the pair; call_command(**kw) does not
+            raise CommandError("Use either --thread or --new-thread, not both.", returncode=2)
         user = self._user(opts["user"])
         run = self._start(user, opts)
         started = time.monotonic()
@@ -62,6 +70,17 @@ class Command(BaseCommand):
             ) from None
 
     def _start(self, user, opts) -> Run:
+        return self._start_run(user, opts, self._thread_id(opts["thread"]), new_thread=opts["new_thread"])
+
+    def _thread_id(self, value: str | None) -> uuid.UUID | None:
+        if value is None:
+            return None
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            raise CommandError(f"--thread takes a thread id (a UUID), not {value!r}.", returncode=2) from None
+
+    def _start_run(self, user, opts, thread_id: uuid.UUID | None, new_thread: bool = False) -> Run:
         options = services.RunOptions(
             input=opts["input"],
             mode="step",
@@ -70,12 +89,22 @@ class Command(BaseCommand):
             model=opts["model"],
             max_turns=opts["max_turns"],
             timeout_s=opts["timeout"],
+            thread_id=thread_id,
         )
-        try:
-            return services.start_run(owner=user, options=options)
+        try:  # a new thread and its first run start together: a run that cannot start leaves no empty thread
+            return services.start_run(owner=user, options=options, new_thread=new_thread)
+        except quotas.QuotaExceeded as exc:
+            raise CommandError(str(exc), returncode=2) from None
         except services.InvalidRequest as exc:
+            if "thread_id" in exc.detail:
+                raise CommandError(
+                    f"User '{user.get_username()}' has no thread {thread_id}. Start one with --new-thread.",
+                    returncode=2,
+                ) from None
             messages = [m for msgs in exc.detail.values() for m in msgs]
             raise CommandError(" ".join(messages), returncode=2) from None
+        except services.ThreadBusy as exc:
+            raise CommandError(f"Thread {thread_id}: {exc.detail}", returncode=2) from None
 
     def _drive(self, run: Run, user, opts) -> Run:
         printed = 0
@@ -132,11 +161,15 @@ class Command(BaseCommand):
         return printed + len(steps)
 
     def _summary(self, run: Run, seconds: float) -> None:
+        thread = f" · thread {run.thread_id}" if run.thread_id else ""
         self.stdout.write(
             f"Stop reason: {run.stop_reason or run.status} · turns: {run.turns} · time: {seconds:.2f} s · run {run.pk}"
+            + thread
         )
         if run.error:
             self.stdout.write(f"Error: {run.error}")
+        if run.thread_id:
+            self.stdout.write(f"Continue this conversation with: --thread {run.thread_id}")
 
 
 def format_step(step: Step) -> str:

@@ -1,13 +1,17 @@
 // The playground. A "step" run is driven by this page, one unit at a time; a "background" run is advanced by a task
 // worker and this page follows its event stream (GET /api/v1/runs/{id}/events, server-sent events over the session
-// cookie). A recent run opens its trace. Everything from the model or a tool is inserted as text, never as HTML.
+// cookie). A recent run opens its trace. Runs happen in a thread: the first run of a conversation creates one, and a
+// follow-up is a new run in the same thread (the model sees the earlier runs). Everything from the model, a tool or
+// the user is inserted as text, never as HTML.
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
   const RUN_HASH = /^#run-([0-9a-f-]{36})$/;
   // The run on screen. Work started for a view that is no longer on screen (another run was opened) is dropped.
   let view = { run: null, shown: 0, source: null, polling: null, driving: false };
-  let opening = 0; // the latest click on a recent run wins over slower earlier ones
+  let opening = 0; // the latest click on a recent run (or start, follow-up, new conversation) wins over slower ones
+  // The conversation on screen: its thread (null before the first run) and its runs, oldest first.
+  let chat = { id: null, runs: [] };
 
   function csrfToken() {
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
@@ -24,7 +28,10 @@
     const data = response.status === 204 ? null : await response.json().catch(() => null);
     if (!response.ok) {
       const detail = data && (data.detail || Object.entries(data).map(([k, v]) => `${k}: ${[].concat(v).join(" ")}`).join("; "));
-      throw new Error(detail || `HTTP ${response.status}`);
+      const error = new Error(detail || `HTTP ${response.status}`);
+      error.status = response.status;
+      error.data = data;
+      throw error;
     }
     return data;
   }
@@ -89,8 +96,15 @@
     return li;
   }
 
-  function showStatus(text) {
+  function showStatus(text, error) {
     $("status").textContent = text;
+    $("status").classList.toggle("error", Boolean(error));
+    error ? ($("status").dataset.error = error) : delete $("status").dataset.error;
+  }
+
+  function busy(flag) {
+    $("run-button").disabled = flag;
+    $("followup-button").disabled = flag;
   }
 
   // --- the run on screen ------------------------------------------------------------------------------------------
@@ -154,6 +168,7 @@
   }
 
   function pause(v, run) {
+    updateTurn(run);
     const pending = run.pending_action || {};
     $("approval").hidden = false;
     $("approval-text").textContent = `Waiting for approval: ${pending.tool} ${JSON.stringify(pending.arguments)}` +
@@ -203,6 +218,7 @@
 
   function progress(v, run) {
     v.run = run;
+    updateTurn(run);
     $("status").dataset.status = run.status;
     if (run.status === "awaiting_approval") return pause(v, run);
     $("approval").hidden = true;
@@ -221,38 +237,178 @@
       $("final").hidden = false;
       $("final-answer").replaceChildren(formatted(run.output));
     }
-    $("run-button").disabled = false;
+    busy(false);
     loadRecent().catch(() => {});
+    if (run.thread_id && run.thread_id === chat.id) answered(run);
+  }
+
+  // What went wrong, in words: a busy thread (409) and a refused request (400) say what to do about it.
+  function problem(error) {
+    if (error.status === 409) {
+      return "Can't start this run yet: the conversation's latest run has not finished. " +
+        `Wait for it to finish (or cancel it), then try again. (${error.message})`;
+    }
+    if (error.status === 400) {
+      const gone = error.data && error.data.thread_id;
+      return `The request was refused: ${error.message.replace(/\.$/, "")}.` +
+        (gone ? " This conversation no longer exists: start a new conversation." : "");
+    }
+    return `Error: ${error.message}`;
   }
 
   function fail(error) {
-    showStatus(`Error: ${error.message}`);
-    $("run-button").disabled = false;
+    showStatus(problem(error), String(error.status || "error"));
+    busy(false);
+    if (chat.id !== null) $("followup-form").hidden = false; // the typed follow-up is still there to retry
   }
 
   // --- starting a run, opening a recent one ---------------------------------------------------------------------
 
-  async function start() {
-    const mode = $("mode").value;
-    $("run-button").disabled = true;
-    const v = newView({ input: $("input").value }, mode === "step");
-    showStatus("Starting…");
-    const run = await api("POST", "/api/v1/runs", {
-      input: $("input").value,
+  function runBody(input, threadId) {
+    return {
+      input,
+      thread_id: threadId,
       provider: $("provider").value,
       protocol: $("protocol").value,
       max_turns: Number($("max_turns").value),
-      mode,
-    });
-    if (!current(v)) return;
-    v.run = run;
-    showRunHeader(run);
+      mode: $("mode").value,
+    };
+  }
+
+  // The first run of a conversation: a new thread, then the run in it.
+  async function start() {
+    const ticket = ++opening;
+    busy(true);
+    showStatus("Starting…");
+    const thread = await api("POST", "/api/v1/threads", {});
+    let run;
+    try {
+      run = await api("POST", "/api/v1/runs", runBody($("input").value, thread.id));
+    } catch (error) {
+      api("DELETE", `/api/v1/threads/${thread.id}`).catch(() => {}); // nothing was asked in it: not kept
+      throw error;
+    }
+    if (ticket !== opening) return;
+    setConversation(thread.id, []);
+    launch(run);
+  }
+
+  // A follow-up: a new run in the same thread.
+  async function followUp() {
+    const ticket = ++opening;
+    busy(true);
+    showStatus("Starting…");
+    const run = await api("POST", "/api/v1/runs", runBody($("followup-input").value, chat.id));
+    if (ticket !== opening) return;
+    $("followup-input").value = "";
+    launch(run);
+  }
+
+  function launch(run) {
+    const v = newView(run, run.mode === "step");
+    $("followup-form").hidden = true;
+    chat.runs.push(run); // the question shows at once; its answer when the run is done
+    renderConversation();
     history.replaceState(null, "", `#run-${run.id}`);
     loadRecent().catch(() => {});
     if (v.driving) return drive(v);
-    $("run-button").disabled = false; // a worker runs it: the page is free to start another
+    $("run-button").disabled = false; // a worker runs it: the page is free to start another conversation
     progress(v, run);
     follow(v);
+  }
+
+  // --- the conversation: each run's input and output, oldest first --------------------------------------------------
+
+  function setConversation(id, runs) {
+    chat = { id, runs };
+    const on = id !== null;
+    $("conversation").hidden = !on;
+    $("conversation").dataset.threadId = id || "";
+    $("goal-field").hidden = on; // in a conversation the next question is a follow-up
+    $("run-button").hidden = on;
+    $("followup-form").hidden = true;
+    renderConversation();
+  }
+
+  function textLine(label, text, className) {
+    const div = document.createElement("div");
+    div.className = className;
+    const b = document.createElement("b");
+    b.textContent = label + " ";
+    const span = document.createElement("span");
+    span.className = "text";
+    span.textContent = String(text ?? "");
+    div.append(b, span);
+    return div;
+  }
+
+  function answerText(run) {
+    if (run.output !== null && run.output !== undefined) return run.output;
+    if (run.status === "done") return `(no answer: ${run.stop_reason})`;
+    return run.status === "awaiting_approval" ? "(waiting for approval…)" : `(${run.status}…)`;
+  }
+
+  function turnEntry(run) {
+    const li = document.createElement("li");
+    li.className = "turn";
+    li.dataset.runId = run.id;
+    li.dataset.status = run.status;
+    const link = document.createElement("a");
+    link.className = "open-run meta";
+    link.href = `#run-${run.id}`;
+    link.dataset.runId = run.id;
+    link.textContent = "trace";
+    li.append(textLine("You:", run.input, "question"), textLine("Agent:", answerText(run), "answer"), link);
+    return li;
+  }
+
+  function renderConversation() {
+    const count = chat.runs.length;
+    const runs = `${count} run${count === 1 ? "" : "s"}`;
+    $("thread-meta").textContent = chat.id ? `thread ${chat.id.slice(0, 8)} · ${runs}` : "";
+    $("turns").replaceChildren(...chat.runs.map(turnEntry));
+  }
+
+  // The conversation's entry for a run whose status changed (paused, running again, done).
+  function updateTurn(run) {
+    if (!run.thread_id || run.thread_id !== chat.id) return;
+    const i = chat.runs.findIndex((r) => r.id === run.id);
+    i >= 0 ? (chat.runs[i] = run) : chat.runs.push(run);
+    renderConversation();
+  }
+
+  // A run of the conversation finished: show its answer now, then the thread as the server has it; offer a follow-up.
+  function answered(run) {
+    updateTurn(run);
+    $("followup-form").hidden = false;
+    loadConversation(chat.id).catch(() => {});
+  }
+
+  async function loadConversation(id) {
+    const thread = await api("GET", `/api/v1/threads/${id}`);
+    if (chat.id !== id) return; // started over meanwhile
+    const known = new Set(thread.runs.map((r) => r.id));
+    chat.runs = thread.runs.concat(chat.runs.filter((r) => !known.has(r.id))); // a run started since stays listed
+    renderConversation();
+  }
+
+  function newConversation() {
+    ++opening; // a run still being created or opened is dropped
+    closeView();
+    view = { run: null, shown: 0, source: null, polling: null, driving: false };
+    setConversation(null, []);
+    $("current-run").hidden = true;
+    $("trace").replaceChildren();
+    $("final").hidden = true;
+    $("approval").hidden = true;
+    delete $("status").dataset.stopReason;
+    delete $("status").dataset.status;
+    showStatus("");
+    busy(false);
+    history.replaceState(null, "", window.location.pathname + window.location.search);
+    markRecent();
+    $("input").value = "";
+    $("input").focus();
   }
 
   async function openRun(id) {
@@ -260,7 +416,9 @@
     const run = await api("GET", `/api/v1/runs/${id}`);
     if (ticket !== opening) return;
     const v = newView(run, false);
-    $("run-button").disabled = false;
+    busy(false);
+    setConversation(run.thread_id || null, run.thread_id ? [run] : []); // the run's own conversation, if any
+    if (run.thread_id && run.status !== "done") loadConversation(run.thread_id).catch(() => {}); // else finish() does
     addSteps(v, run.steps);
     if (run.status === "done") return finish(v, run);
     progress(v, run);
@@ -302,13 +460,20 @@
     event.preventDefault();
     start().catch(fail);
   });
-  $("recent").addEventListener("click", (event) => {
+  function openClicked(event) {
     const link = event.target.closest("a.open-run");
     if (!link) return;
     event.preventDefault();
     history.replaceState(null, "", `#run-${link.dataset.runId}`);
     openRun(link.dataset.runId).catch(fail);
+  }
+  $("recent").addEventListener("click", openClicked);
+  $("turns").addEventListener("click", openClicked);
+  $("followup-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    followUp().catch(fail);
   });
+  $("new-conversation").addEventListener("click", newConversation);
   $("approve-button").addEventListener("click", () => decide(true).catch(fail));
   $("deny-button").addEventListener("click", () => decide(false).catch(fail));
   loadRecent().catch(() => {});

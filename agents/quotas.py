@@ -1,0 +1,170 @@
+"""Daily token quotas and usage (API.md v1.1, "Quotas and usage"). Services layer.
+
+Usage is counted per user per UTC day in `DailyUsage`, kept by a database trigger on the run row: the unit's own
+commit (its UPDATE of the run's token counters) adds the difference in the same statement, so counting costs no
+round trip and never scans a user's runs or steps.
+
+A quota (`AGENT_DAILY_TOKEN_QUOTA`, or the user's `TokenQuota` override) is checked:
+- before a run is created or advanced (`check_can_start`: 429 with Retry-After when today's usage has reached it);
+- before every model call of a run (`Admission`): a call that would start with the quota used up stops the run with
+  `quota_exceeded` after the unit that crossed it. Concurrent runs of one user reserve their next call: a call is let
+  in only while the calls in flight, each at the largest single call seen today, still fit; with nothing known yet,
+  one call at a time. So parallel runs near the quota overshoot it by at most about one call's worth.
+Reservations expire with the call's own timeout, so a worker that dies mid-call blocks no one for long.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from agents.engine import HostStop, StopReason
+from agents.models import DailyUsage, QuotaReservation, TokenQuota
+
+WAIT_S = 0.2  # between admission attempts while other calls of the user are in flight
+SLACK_S = 5.0  # a reservation outlives its call's timeout by this much
+
+
+class QuotaExceeded(Exception):
+    """Today's usage has reached the user's quota: 429 with Retry-After (seconds to the next UTC midnight)."""
+
+    def __init__(self, quota: int, used: int) -> None:
+        self.quota, self.used = quota, used
+        self.retry_after = seconds_to_midnight()
+        super().__init__(
+            f"The daily token quota of {quota} tokens is used up ({used} used today, UTC); it resets at 00:00 UTC."
+        )
+
+
+def today():
+    return datetime.now(UTC).date()
+
+
+def seconds_to_midnight() -> int:
+    now = datetime.now(UTC)
+    midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+    return max(1, int((midnight - now).total_seconds()) + 1)
+
+
+def quota_for(user_id: int, user=None) -> int:
+    """The user's daily quota (0: none): their override, else AGENT_DAILY_TOKEN_QUOTA. A `user` object that came
+    with `quota_facts` (the API's token look-up joins them) answers without a query."""
+    facts = getattr(user, "quota_facts", None)
+    if facts is not None:
+        override = facts[0]
+    else:
+        override = TokenQuota.objects.filter(user_id=user_id).values_list("daily_tokens", flat=True).first()
+    return int(override if override is not None else settings.AGENT_DAILY_TOKEN_QUOTA)
+
+
+def usage(user_id: int, day=None) -> tuple[int, int]:
+    """(prompt, completion) tokens the user's runs used on `day` (UTC; default today)."""
+    row = DailyUsage.objects.filter(owner_id=user_id, day=day or today()).values_list(
+        "prompt_tokens", "completion_tokens"
+    )
+    return row.first() or (0, 0)
+
+
+def check_can_start(user) -> None:
+    """Before creating or advancing a run: QuotaExceeded when today's usage has reached the quota.
+
+    An API request's user comes with its override and today's usage (`user.quota_facts`, from the token look-up):
+    then this costs no query at all.
+    """
+    quota = quota_for(user.pk, user)
+    if not quota:
+        return
+    facts = getattr(user, "quota_facts", None)
+    used = facts[1] if facts is not None and facts[2] == today() else sum(usage(user.pk))
+    if used >= quota:
+        raise QuotaExceeded(quota, used)
+
+
+class Admission:
+    """One run's gate before each model call (None when the owner has no quota): reserve, call, release."""
+
+    def __init__(self, user_id: int, quota: int, deadline: float) -> None:
+        self.user_id, self.quota, self.deadline = user_id, quota, deadline
+        self.reservation: uuid.UUID | None = None
+
+    @classmethod
+    def for_run(cls, owner_id: int, deadline: float, owner=None) -> Admission | None:
+        quota = quota_for(owner_id, owner)
+        return cls(owner_id, quota, deadline) if quota else None
+
+    def enter(self, timeout_s: float, idle=None) -> None:
+        """Wait until this call fits, then reserve it; HostStop when the quota is used up. `idle()` is called before
+        each wait (the host hands its database connection back: a waiting run holds none)."""
+        while True:
+            verdict = self._try(timeout_s)
+            if verdict is None:
+                return
+            if time.time() + WAIT_S >= self.deadline:
+                raise HostStop(StopReason.TIMEOUT, "deadline reached while waiting for the daily token quota")
+            if idle is not None:
+                idle()
+            time.sleep(WAIT_S)
+
+    def leave(self) -> None:
+        """Give the reservation back: after the unit's commit counted the call's tokens (so they are never neither
+        reserved nor counted), or when the run stops."""
+        if self.reservation is not None:
+            QuotaReservation.objects.filter(pk=self.reservation).delete()
+            self.reservation = None
+
+    def _try(self, timeout_s: float) -> str | None:
+        """None when reserved; "wait" when calls in flight leave no room yet. Raises HostStop when used up."""
+        now, day = timezone.now(), today()
+        with transaction.atomic():  # IMMEDIATE on SQLite; the usage row locked on PostgreSQL: one admission at a time
+            row = _locked_usage(self.user_id, day)
+            used = row.prompt_tokens + row.completion_tokens
+            if used >= self.quota:
+                raise HostStop(
+                    StopReason.QUOTA_EXCEEDED,
+                    f"the daily token quota of {self.quota} tokens is used up ({used} used today, UTC)",
+                )
+            live = QuotaReservation.objects.filter(owner_id=self.user_id, expires_at__gt=now)
+            reserved = live.aggregate(n=Sum("tokens"))["n"] or 0
+            unit = row.max_unit
+            if reserved and (not unit or used + reserved + unit > self.quota):
+                return "wait"
+            reservation = QuotaReservation.objects.create(
+                owner_id=self.user_id, tokens=max(unit, 1), expires_at=now + timedelta(seconds=timeout_s + SLACK_S)
+            )
+            QuotaReservation.objects.filter(owner_id=self.user_id, expires_at__lte=now).delete()
+        self.reservation = reservation.pk
+        return None
+
+
+def _locked_usage(user_id: int, day) -> DailyUsage:
+    rows = DailyUsage.objects.select_for_update().filter(owner_id=user_id, day=day)
+    row = rows.first()
+    if row is None:
+        try:
+            with transaction.atomic():
+                DailyUsage.objects.create(owner_id=user_id, day=day)
+        except IntegrityError:
+            pass  # created meanwhile by a commit's trigger or another admission
+        row = rows.get()
+    return row
+
+
+def usage_report(user) -> dict:
+    """`GET /api/v1/usage`."""
+    prompt, completion = usage(user.pk)
+    quota = quota_for(user.pk)
+    total = prompt + completion
+    return {
+        "day": today().isoformat(),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total,
+        "quota": quota or None,
+        "remaining": max(quota - total, 0) if quota else None,
+    }
