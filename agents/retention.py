@@ -1,5 +1,6 @@
 """Retention (API.md v1.1): finished runs older than N days go with their steps; idempotency keys after 24 hours,
-finished task rows after 7 days, expired database-cache rows and emptied old threads go too.
+finished task rows and settled webhook deliveries after 7 days, expired database-cache rows and emptied old threads
+go too.
 
 Services layer: every delete is a small batch in its own short transaction (no long table lock; a worker's commit
 waits at most one batch). Runs an eval result points at are kept, and so is every run that is not `done`.
@@ -19,11 +20,12 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from agents.models import EvalResult, IdempotencyKey, Run, RunStatus, Step, Thread
+from agents.models import DeliveryStatus, EvalResult, IdempotencyKey, Run, RunStatus, Step, Thread, WebhookDelivery
 
 BATCH = 1000
 KEY_AGE = timedelta(hours=24)
 TASK_AGE = timedelta(days=7)
+DELIVERY_AGE = timedelta(days=7)  # settled webhook deliveries (delivered or failed), with their attempts
 Progress = Callable[[str, int], None]  # (kind, rows just deleted or counted)
 
 
@@ -69,7 +71,10 @@ def prune(days: int | None, *, dry_run: bool = False, progress: Progress | None 
     work: list[tuple[str, Iterator[int]]] = []
     if days:
         work += [("runs", _runs(days, now, batch, result, dry_run))]
+    settled = [DeliveryStatus.DELIVERED, DeliveryStatus.FAILED]
+    deliveries = WebhookDelivery.objects.filter(status__in=settled, created_at__lt=now - DELIVERY_AGE)
     work += [("idempotency keys", _in_batches(keys, batch, dry_run)), ("task rows", _in_batches(tasks, batch, dry_run))]
+    work += [("webhook deliveries", _in_batches(deliveries, batch, dry_run))]
     if days:
         work += [("threads", _in_batches(_empty_threads(days, now), batch, dry_run))]
     work += [("cache rows", _expired_cache_rows(now, dry_run))]

@@ -194,6 +194,25 @@ def retry_delay_s(attempts: int) -> float:
     return settings.AGENT_WEBHOOK_RETRY_BASE_S * 2 ** (attempts - 1)
 
 
+STUCK_S = 300.0  # a pending delivery this far past its attempt time lost its task (a worker killed mid-attempt)
+
+
+def sweep_stuck(limit: int = 100) -> int:
+    """The worker's schedule: queue again the pending deliveries whose task was lost. Delivery is at least once: a
+    task that was only late may POST once more, with the same X-Reactsite-Delivery id for the receiver to drop it."""
+    now = timezone.now()
+    stale = WebhookDelivery.objects.filter(
+        status=DeliveryStatus.PENDING, next_attempt_at__lt=now - timedelta(seconds=STUCK_S)
+    )
+    requeued = 0
+    for delivery_id in list(stale.values_list("pk", flat=True)[:limit]):
+        with transaction.atomic():  # moved forward first: the next sweep leaves it alone while its task waits
+            if stale.filter(pk=delivery_id).update(next_attempt_at=now):
+                _enqueue(delivery_id)
+                requeued += 1
+    return requeued
+
+
 def deliver(delivery_id) -> str:
     """One attempt of a pending delivery (a task's body): "delivered", "retrying", "failed", or "skipped"."""
     delivery = WebhookDelivery.objects.select_related("webhook").filter(pk=delivery_id).first()

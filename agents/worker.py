@@ -61,14 +61,16 @@ class ConcurrentWorker(Worker):
 
     def _sweep(self) -> None:
         """Every third of a lease: hand runs whose worker died (anywhere) to the queue, and deny (as expired) the calls
-        of paused runs whose approval time is up (those runs go on as after a denial); hourly, retention."""
-        from agents import leases, retention, services
+        of paused runs whose approval time is up (those runs go on as after a denial), queue again webhook deliveries
+        whose task was lost; hourly, retention."""
+        from agents import leases, retention, services, webhooks
 
         next_prune = 0.0  # with AGENT_RETENTION_DAYS set: at start, then hourly
         while self.running:
             try:
                 leases.sweep_orphans()
                 services.sweep_expired_approvals()
+                webhooks.sweep_stuck()
                 if time.monotonic() >= next_prune:  # in its own greenlet: a long prune never delays the sweeps
                     next_prune = time.monotonic() + retention.SCHEDULE_S
                     gevent.spawn(self._prune, retention)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from agents import retention, services
-from agents.models import EvalResult, EvalRun, IdempotencyKey, Run, Step, Thread
+from agents.models import EvalResult, EvalRun, IdempotencyKey, Run, Step, Thread, Webhook, WebhookDelivery
 from tests.conftest import make_user, stored_run_fields
 from tests.integration._support import MANAGE, PYTHON, ROOT, app_env
 
@@ -67,23 +67,29 @@ def alice_rows(alice):
     empty = Thread.objects.create(owner=alice, title="empty and old")
     Thread.objects.filter(pk=empty.pk).update(updated_at=timezone.now() - OLD)
     rows["kept_thread"] = Thread.objects.create(owner=alice, title="young")
+    hook = Webhook.objects.create(owner=alice, url="https://example.org/hook", events=["run.done"], secret="s")
+    old = timezone.now() - timedelta(days=8)
+    for status, when in (("delivered", old), ("failed", old), ("pending", old), ("delivered", timezone.now())):
+        WebhookDelivery.objects.create(webhook=hook, event="run.done", payload="{}", status=status, created_at=when)
     return rows
 
 
 def test_dry_run_counts_and_deletes_nothing(alice_rows):
     before = (Run.objects.count(), Step.objects.count(), IdempotencyKey.objects.count(), DBTaskResult.objects.count())
+    deliveries = WebhookDelivery.objects.count()
     out = io.StringIO()
     call_command("prune", "--days", "30", "--dry-run", stdout=out)
     after = (Run.objects.count(), Step.objects.count(), IdempotencyKey.objects.count(), DBTaskResult.objects.count())
-    assert after == before
+    assert after == before and WebhookDelivery.objects.count() == deliveries
     text = out.getvalue()
     assert "would delete" in text
-    lines = dict(line.rsplit(None, 1) for line in text.splitlines()[2:8])
+    lines = dict(line.rsplit(None, 1) for line in text.splitlines()[2:9])
     assert lines == {
         "runs": "3",
         "steps": "6",
         "idempotency keys": "1",
         "task rows": "2",
+        "webhook deliveries": "2",
         "threads": "1",
         "cache rows": lines["cache rows"],
     }
@@ -104,6 +110,8 @@ def test_prune_deletes_each_kind_and_keeps_the_rest(alice_rows):
     tasks = set(DBTaskResult.objects.values_list("pk", flat=True))
     assert tasks == {alice_rows["young_task"].pk, alice_rows["ready_task"].pk}
     assert list(Thread.objects.values_list("title", flat=True)) == ["young"]
+    left = sorted(WebhookDelivery.objects.values_list("status", flat=True))
+    assert left == ["delivered", "pending"]  # settled ones older than 7 days went; a pending one never goes
 
 
 def test_a_thread_with_runs_left_is_kept(alice):
