@@ -43,6 +43,38 @@ class StepKind(models.TextChoices):
     ERROR = "error"
 
 
+class Agent(models.Model):
+    """A named, stored configuration a run can start from (API.md v1.1, "Agents"); staff edit it in the admin.
+
+    Every field but `name` is optional: empty means the built-in default. A run records what it used (its own
+    columns), so editing an agent never changes the record of a run that already happened.
+    """
+
+    name = models.SlugField(max_length=64, unique=True, help_text="how runs name it: letters, digits, - and _")
+    instructions = models.TextField(blank=True, default="", help_text="added to the system prompt after the rules")
+    provider = models.CharField(max_length=32, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
+    protocol = models.CharField(max_length=8, blank=True, default="", choices=[("tools", "tools"), ("react", "react")])
+    tools = models.JSONField(null=True, blank=True, help_text="tool names; empty: every enabled tool")
+    sensitive_tools = models.JSONField(default=list, blank=True, help_text="widens the approval gate")
+    max_turns = models.PositiveSmallIntegerField(null=True, blank=True)
+    timeout_s = models.FloatField(null=True, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_schema = models.JSONField(null=True, blank=True, help_text="a JSON Schema the final answer must satisfy")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", editable=False
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Thread(models.Model):
     """A conversation: its runs, oldest first, are the earlier turns the next run's model sees."""
 
@@ -69,6 +101,13 @@ class Run(models.Model):
         Thread, on_delete=models.CASCADE, null=True, blank=True, related_name="runs", db_index=False
     )
     history = models.JSONField(default=list, blank=True)
+    # The agent it started from (its name, kept as it was) and the effective settings it ran with.
+    agent = models.CharField(max_length=64, null=True, blank=True)
+    instructions = models.TextField(blank=True, default="")
+    temperature = models.FloatField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_schema = models.JSONField(null=True, blank=True)
+    output_json = models.JSONField(null=True, blank=True)
     input = models.TextField()
     mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
     protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)

@@ -19,6 +19,7 @@ from agents.models import Run, RunStatus, Step
 RUN_COLUMNS = (
     "status", "stop_reason", "output", "error", "turns", "reflections", "attempt_start_turn", "prompt_tokens",
     "completion_tokens", "deadline", "updated_at", "version", "lease_owner", "lease_expires", "approval_expires_at",
+    "output_json",
 )  # fmt: skip
 STEP_COLUMNS = ("run", "index", "kind", "data", "latency_ms", "created_at")
 

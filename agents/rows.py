@@ -5,6 +5,7 @@ Part of the services layer (services call it inside their own transactions); no 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -41,6 +42,10 @@ def state_from_rows(run: Run, steps: Iterable[Step]) -> RunState:
         completion_tokens=run.completion_tokens,
         steps=[s.as_event() for s in steps],
         history=list(run.history),
+        instructions=run.instructions,
+        temperature=run.temperature,
+        max_output_tokens=run.max_output_tokens,
+        output_schema=run.output_schema,
     )
 
 
@@ -56,7 +61,15 @@ def run_fields(state: RunState) -> dict:
         "attempt_start_turn": state.attempt_start_turn,
         "prompt_tokens": state.prompt_tokens,
         "completion_tokens": state.completion_tokens,
+        "output_json": structured_output(state),
     }
+
+
+def structured_output(state: RunState):
+    """The parsed final answer of a run with an output schema (the engine checked it is valid JSON), else None."""
+    if state.output_schema is None or state.output is None:
+        return None
+    return json.loads(state.output)
 
 
 def step_rows(run: Run, events: Iterable[dict]) -> list[Step]:

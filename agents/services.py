@@ -74,13 +74,18 @@ class RunOptions:
     protocol: str | None = None
     provider: str | None = None
     model: str | None = None
-    max_turns: int = 8
-    timeout_s: float = 60.0
+    max_turns: int | None = None  # None: the agent's, else AGENT_DEFAULT_MAX_TURNS (8)
+    timeout_s: float | None = None  # None: the agent's, else AGENT_DEFAULT_TIMEOUT_S (60)
     tools: list[str] | None = None
     sensitive_tools: tuple[str, ...] = ()
     max_reflections: int = 0
     thread_id: uuid.UUID | str | None = None
     approval_ttl_s: int | None = None
+    agent: str | None = None  # an Agent's name: the run starts from its configuration; fields given here override it
+    instructions: str | None = None
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    output_schema: dict | None = None
 
 
 def submit_run(*, owner, options: RunOptions) -> Run:
@@ -110,6 +115,7 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: 
         with transaction.atomic():
             thread = create_thread(owner=owner)
             return start_run(owner=owner, options=replace(options, thread_id=thread.pk), lease_owner=lease_owner)
+    options = with_agent(options)
     provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
     try:
         model = validate_choice(provider, options.model)
@@ -122,18 +128,24 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: 
     sensitive = sorted(set(runtime.sensitive_floor()) | flagged | client)
     thread, history = _thread_and_history(owner, options.thread_id)
     now = timezone.now()
-    deadline = now + timedelta(seconds=options.timeout_s)
+    timeout_s = options.timeout_s if options.timeout_s is not None else settings.AGENT_DEFAULT_TIMEOUT_S
+    deadline = now + timedelta(seconds=timeout_s)
     run = Run(
         owner=owner,
         thread=thread,
         history=history,
+        agent=options.agent,
+        instructions=options.instructions or "",
+        temperature=options.temperature,
+        max_output_tokens=options.max_output_tokens,
+        output_schema=options.output_schema,
         input=options.input,
         mode=options.mode,
         protocol=options.protocol or settings.AGENT_DEFAULT_PROTOCOL,
         provider=provider,
         model=model,
-        max_turns=options.max_turns,
-        timeout_s=options.timeout_s,
+        max_turns=options.max_turns if options.max_turns is not None else settings.AGENT_DEFAULT_MAX_TURNS,
+        timeout_s=timeout_s,
         tools=names,
         sensitive_tools=sensitive,
         max_reflections=options.max_reflections,
@@ -156,6 +168,77 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: 
     except IntegrityError:
         raise ThreadBusy("This thread already has a run in progress; wait for it to finish or cancel it.") from None
     return run
+
+
+AGENT_FIELDS = (
+    "instructions", "provider", "model", "protocol", "tools", "max_turns", "timeout_s", "temperature",
+    "max_output_tokens", "output_schema",
+)  # fmt: skip
+
+
+def with_agent(options: RunOptions) -> RunOptions:
+    """The options with the named agent's configuration under them: a field the request gave wins; sensitive tools
+    are the union (a request can widen the approval gate, never narrow it). Unknown agent: InvalidRequest."""
+    if options.agent is None:
+        return options
+    from agents.models import Agent
+
+    agent = Agent.objects.filter(name=options.agent).first()
+    if agent is None:
+        known = ", ".join(Agent.objects.order_by("name").values_list("name", flat=True)[:20]) or "none yet"
+        raise InvalidRequest({"agent": [f"No agent named {options.agent!r}. Known: {known}."]})
+    merged: dict[str, Any] = {}
+    for name in AGENT_FIELDS:
+        value = getattr(agent, name)
+        if getattr(options, name) is None and value not in (None, ""):
+            merged[name] = value
+    merged["sensitive_tools"] = tuple(sorted({*options.sensitive_tools, *(agent.sensitive_tools or [])}))
+    return replace(options, **merged)
+
+
+def agent_problems(agent) -> dict[str, list[str]]:
+    """What a run would refuse in this agent's configuration, by field (the admin shows them before saving)."""
+    problems: dict[str, list[str]] = {}
+    if agent.provider or agent.model:
+        try:
+            validate_choice(agent.provider or settings.AGENT_DEFAULT_PROVIDER, agent.model or None)
+        except ProviderConfigError as exc:
+            problems["model" if "Model" in str(exc) and agent.model else "provider"] = [str(exc)]
+    for field in ("tools", "sensitive_tools"):
+        names = getattr(agent, field)
+        if names is None:
+            continue
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            problems[field] = ["A list of tool names."]
+            continue
+        try:
+            _tool_names(names, field)
+        except InvalidRequest as exc:
+            problems.update(exc.detail)
+    limits = {"max_turns": (1, 50), "timeout_s": (1, 600), "temperature": (0, 2), "max_output_tokens": (1, 32000)}
+    for field, (low, high) in limits.items():
+        value = getattr(agent, field)
+        if value is not None and not low <= value <= high:
+            problems[field] = [f"Must be between {low} and {high}."]
+    if agent.output_schema is not None:
+        problem = output_schema_problem(agent.output_schema)
+        if problem:
+            problems["output_schema"] = [problem]
+    return problems
+
+
+def output_schema_problem(schema: Any) -> str | None:
+    """Why `schema` is not a usable JSON Schema (an object that the validator accepts), or None."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(schema, dict):
+        return "A JSON Schema is a JSON object."
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return f"Not a valid JSON Schema: {exc.message}"
+    return None
 
 
 def _thread_and_history(owner, thread_id) -> tuple[Thread | None, list[dict]]:

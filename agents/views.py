@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from agents.models import Agent
 from agents.permissions import REVIEW_PERMISSION
 
 
@@ -16,6 +17,7 @@ def playground(request):
     user = request.user
     context = {
         "providers": list(settings.AGENT_ALLOWED_PROVIDERS),
+        "agents": list(Agent.objects.order_by("name").values_list("name", flat=True)[:200]),
         "default_provider": settings.AGENT_DEFAULT_PROVIDER,
         "default_protocol": settings.AGENT_DEFAULT_PROTOCOL,
         "default_max_turns": settings.AGENT_DEFAULT_MAX_TURNS,

@@ -156,6 +156,8 @@ def _when(moment) -> str | None:
 class RunSerializer(serializers.ModelSerializer):
     ok = serializers.BooleanField(read_only=True)
     thread_id = serializers.UUIDField(read_only=True, allow_null=True, help_text="The run's thread, or null.")
+    agent = serializers.CharField(read_only=True, allow_null=True, help_text="The agent it started from, or null.")
+    output_json = serializers.JSONField(read_only=True, allow_null=True, help_text="The parsed structured answer.")
     usage = serializers.SerializerMethodField()
     pending_action = serializers.SerializerMethodField()
     pending_actions = serializers.SerializerMethodField()
@@ -163,9 +165,9 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "status", "stop_reason", "ok", "output", "turns", "input", "thread_id", "mode", "protocol",
-            "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools", "sensitive_tools",
-            "pending_action", "pending_actions", "error", "usage", "created_at", "updated_at",
+            "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent",
+            "mode", "protocol", "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools",
+            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -191,8 +193,9 @@ class RunSerializer(serializers.ModelSerializer):
         actions = [{**a, "expires_at": _when(a["expires_at"])} for a in selectors.pending_actions(run)]
         data = {
             "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
-            "output": run.output, "turns": run.turns, "input": run.input,
-            "thread_id": str(thread_id) if thread_id is not None else None, "mode": run.mode, "protocol": run.protocol,
+            "output": run.output, "output_json": run.output_json, "turns": run.turns, "input": run.input,
+            "thread_id": str(thread_id) if thread_id is not None else None, "agent": run.agent, "mode": run.mode,
+            "protocol": run.protocol,
             "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
             "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
             "sensitive_tools": run.sensitive_tools, "pending_action": actions[0] if actions else None,
@@ -233,15 +236,28 @@ class RunCreateSerializer(serializers.Serializer):
     protocol = StrictChoiceField(choices=RunProtocol.choices, required=False)
     provider = StrictCharField(max_length=32, required=False)
     model = StrictCharField(max_length=200, required=False)
-    max_turns = StrictIntegerField(min_value=1, max_value=50, default=8)
+    max_turns = StrictIntegerField(min_value=1, max_value=50, required=False, help_text="Default: the agent's, or 8.")
     max_reflections = StrictIntegerField(min_value=0, max_value=5, default=0)
-    timeout_s = StrictFloatField(min_value=1, max_value=600, default=60.0)
+    timeout_s = StrictFloatField(min_value=1, max_value=600, required=False, help_text="Default: the agent's, or 60.")
     tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
     sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
     approval_ttl_s = StrictIntegerField(
         min_value=60, max_value=604800, required=False, help_text="Seconds a paused call waits before it expires."
     )
+    agent = StrictCharField(max_length=64, required=False, help_text="Start from this agent's configuration.")
+    instructions = StrictCharField(max_length=8000, required=False, allow_blank=True)
+    temperature = StrictFloatField(min_value=0, max_value=2, required=False)
+    max_output_tokens = StrictIntegerField(min_value=1, max_value=32000, required=False)
+    output_schema = NulFreeDictField(required=False, help_text="A JSON Schema the final answer must satisfy.")
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
+
+    def validate_output_schema(self, value: dict) -> dict:
+        from agents.services import output_schema_problem
+
+        problem = output_schema_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
     def get_fields(self) -> dict:
         # Shallow copies: DRF deep-copies every declared field per instance (re-running each field's __init__),

@@ -4,6 +4,7 @@ from django.urls import re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from agents.api.agents import AgentViewSet
 from agents.api.evals import EvalRunViewSet
 from agents.api.usage import UsageView
 from agents.api.views import HealthView, RunViewSet, ThreadViewSet, ToolViewSet
@@ -19,6 +20,7 @@ class OptionalSlashRouter(SimpleRouter):
 
 
 router = OptionalSlashRouter()
+router.register("agents", AgentViewSet, basename="agent")
 router.register("runs", RunViewSet, basename="run")
 router.register("threads", ThreadViewSet, basename="thread")
 router.register("tools", ToolViewSet, basename="tool")

@@ -42,6 +42,18 @@ def _validator(parameters: Mapping[str, Any]) -> Draft202012Validator:
     return cached[1]
 
 
+def value_error(schema: Mapping[str, Any], value: Any) -> str | None:
+    """The first violation of `schema` by any JSON value, or None (an output schema's check)."""
+    try:
+        error = next(iter(_validator(schema).iter_errors(value)), None)
+    except SchemaError:
+        return "the output schema is invalid"
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where + ': ' if where else ''}{error.message}"
+
+
 def schema_error(parameters: Mapping[str, Any], arguments: Any) -> str | None:
     """The first JSON Schema violation of `arguments`, or None."""
     if not isinstance(arguments, dict):

@@ -5,12 +5,14 @@ Both are pure over the state they are given: they return a new state and the eve
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agents.engine import react
-from agents.engine.dispatch import Toolset, run_tool
+from agents.engine.dispatch import Toolset, run_tool, value_error
 from agents.engine.prompts import reflection_messages, render_messages
 from agents.engine.state import RunState
 from agents.engine.types import (
@@ -44,6 +46,7 @@ class Act:
 @dataclass(frozen=True)
 class Invalid:
     problem: str
+    output: bool = False  # a final answer that breaks the run's output schema (the model is shown the schema again)
 
 
 Outcome = Final | Act | Invalid
@@ -262,6 +265,8 @@ def _model_turn(rec: _Recorder, model: Model, toolset: Toolset, run_calls: bool 
         return None
     reply, latency = called
     outcome, thought = classify(reply, state, toolset)
+    if isinstance(outcome, Final) and state.output_schema is not None:
+        outcome = structured(outcome, state.output_schema)
     _record_reply(rec, reply, outcome, thought, latency)
     if isinstance(outcome, Act) and run_calls:
         _run_pending(rec, toolset)
@@ -283,7 +288,15 @@ def _call_model(
     if reflect:  # tool specs still go along: some providers refuse a transcript with tool calls but no tools
         messages = reflection_messages(messages, state.attempt_turns)
     try:
-        request = ModelRequest(messages, specs, state.protocol, state.deadline - now, 2 * len(state.history))
+        request = ModelRequest(
+            messages,
+            specs,
+            state.protocol,
+            state.deadline - now,
+            2 * len(state.history),
+            state.temperature,
+            state.max_output_tokens,
+        )
         reply = model.complete(request)
     except HostStop as exc:
         rec.stop(exc.reason, str(exc))
@@ -316,6 +329,8 @@ def _record_reply(rec: _Recorder, reply: ModelReply, outcome: Outcome, thought: 
     )
     if isinstance(outcome, Final):
         rec.stop(StopReason.FINAL_ANSWER, output=outcome.answer)
+    elif isinstance(outcome, Invalid) and outcome.output:
+        rec.add("error", message=f"The final answer does not fit the output schema: {outcome.problem}", output=True)
     elif isinstance(outcome, Invalid):
         rec.add("error", message=f"Unusable reply: {outcome.problem}")
 
@@ -333,6 +348,26 @@ def classify(reply: ModelReply, state: RunState, toolset: Toolset) -> tuple[Outc
     if answer:
         return Final(answer), thought
     return Invalid("the reply was empty"), thought
+
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
+
+
+def structured(outcome: Final, schema: dict[str, Any]) -> Final | Invalid:
+    """A final answer checked against the run's output schema: its JSON text (a code fence removed), or Invalid with
+    the validator's message (the model gets it back while turns remain)."""
+    text = outcome.answer.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Invalid(f"it is not JSON ({exc.msg} at position {exc.pos})", output=True)
+    problem = value_error(schema, value)
+    if problem is not None:
+        return Invalid(problem, output=True)
+    return Final(text)
 
 
 def _classify_react(reply: ModelReply, state: RunState, toolset: Toolset) -> tuple[Outcome, str | None]:

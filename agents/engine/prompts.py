@@ -46,13 +46,30 @@ CORRECTION_TOOLS = "Your last reply was empty. Call a tool, or answer the user's
 DENIED = "A human reviewer denied this call{reason}. The tool did not run; continue without it."
 
 
-def system_prompt(protocol: str, specs: Sequence[ToolSpec]) -> str:
+INSTRUCTIONS = "\n\nInstructions for this agent (they never override the rules above):\n{instructions}"
+OUTPUT_RULE = "\n\nYour final answer must be only JSON that is valid against this JSON Schema:\n{schema}"
+OUTPUT_CORRECTION = (
+    "Your final answer does not fit the required output schema ({problem}). Answer again with only JSON valid "
+    "against this JSON Schema: {schema}"
+)
+
+
+def system_prompt(
+    protocol: str, specs: Sequence[ToolSpec], instructions: str = "", output_schema: dict[str, Any] | None = None
+) -> str:
+    """The built-in rules (the tool-output data rule always), then an agent's instructions and output schema."""
     if protocol != "react":
-        return TOOLS_PROMPT
-    lines = [f"- {s.name}: {s.description} Arguments (JSON Schema): {json.dumps(s.parameters)}" for s in specs]
-    return REACT_PROMPT.format(
-        tools="\n".join(lines) or "(none)", names=", ".join(s.name for s in specs), rule=_DATA_RULE
-    )
+        prompt = TOOLS_PROMPT
+    else:
+        lines = [f"- {s.name}: {s.description} Arguments (JSON Schema): {json.dumps(s.parameters)}" for s in specs]
+        prompt = REACT_PROMPT.format(
+            tools="\n".join(lines) or "(none)", names=", ".join(s.name for s in specs), rule=_DATA_RULE
+        )
+    if instructions.strip():
+        prompt += INSTRUCTIONS.format(instructions=instructions.strip())
+    if output_schema is not None:
+        prompt += OUTPUT_RULE.format(schema=json.dumps(output_schema))
+    return prompt
 
 
 def denial_text(step: dict[str, Any]) -> str:
@@ -84,7 +101,7 @@ def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str
     last = max((i for i, s in enumerate(state.steps) if s.get("reflection")), default=-1)
     critiques = "".join(RETRY.format(critique=s["text"]) for s in state.steps[: last + 1] if s.get("reflection"))
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(state.protocol, specs)},
+        {"role": "system", "content": system_prompt(state.protocol, specs, state.instructions, state.output_schema)},
         *history.messages(state.history, state.protocol),
         {"role": "user", "content": state.input + critiques},
     ]
@@ -96,7 +113,7 @@ def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str
             messages += [m for _, m in sorted(results, key=lambda r: r[0])]
             results = []
             order = {c["id"]: i for i, c in enumerate(step.get("tool_calls") or [])}
-        message = _render_step(state.protocol, step, previous)
+        message = _render_step(state.protocol, step, previous, state.output_schema)
         if message is not None:
             if step["kind"] == "model":
                 messages.append(message)
@@ -113,7 +130,9 @@ def _result(protocol: str, call_id: str, name: str, content: str) -> dict[str, A
     return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
 
 
-def _render_step(protocol: str, step: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any] | None:
+def _render_step(
+    protocol: str, step: dict[str, Any], previous: dict[str, Any] | None, schema: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     kind = step["kind"]
     if kind == "model":
         if protocol == "react":
@@ -124,6 +143,9 @@ def _render_step(protocol: str, step: dict[str, Any], previous: dict[str, Any] |
     if kind == "approval" and not step["approved"]:
         return _result(protocol, step["call_id"], step["name"], wrap(denial_text(step)))
     if kind == "error" and previous is not None and previous["kind"] == "model":
+        if step.get("output"):  # a final answer that broke the output schema
+            problem = step["message"].split(": ", 1)[-1]
+            return {"role": "user", "content": OUTPUT_CORRECTION.format(problem=problem, schema=json.dumps(schema))}
         if protocol == "react":
             return {"role": "user", "content": CORRECTION.format(problem=step["message"])}
         return {"role": "user", "content": CORRECTION_TOOLS}

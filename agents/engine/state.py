@@ -33,6 +33,12 @@ class RunState:
     steps: list[dict[str, Any]] = field(default_factory=list)
     # A thread's earlier runs, oldest first, as {"input", "output", "stop_reason"} (see agents.engine.history).
     history: list[dict[str, Any]] = field(default_factory=list)
+    # An agent's settings (API.md v1.1, "Agents"): text added to the system prompt, sampling settings passed to the
+    # provider, and a JSON Schema the final answer must satisfy.
+    instructions: str = ""
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    output_schema: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -83,6 +83,8 @@ class ModelRequest:
     protocol: str
     timeout_s: float
     history_messages: int = 0
+    temperature: float | None = None  # None: the provider's default
+    max_output_tokens: int | None = None  # None: the provider's default
 
 
 @dataclass(frozen=True)

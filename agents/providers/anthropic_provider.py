@@ -76,7 +76,10 @@ def build_client(base_url: str, api_key: str) -> anthropic.Anthropic:
 def build_kwargs(model: str, max_tokens: int, request: ModelRequest) -> dict[str, Any]:
     """Arguments of messages.create: system top level, tools only in the tools protocol."""
     system, messages = wire_messages(request.messages)
-    kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+    limit = request.max_output_tokens if request.max_output_tokens is not None else max_tokens
+    kwargs: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages}
+    if request.temperature is not None:  # the Messages API takes it (the SDK's create() no longer does)
+        kwargs["temperature"] = request.temperature
     if system:
         kwargs["system"] = system
     if request.protocol == "tools" and request.tools:

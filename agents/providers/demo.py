@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agents.engine.prompts import DENIED, REFLECT, RETRY
@@ -107,6 +107,13 @@ class DemoProvider(Provider):
         observations = [o for o in map(_observation, request.messages[start + 1 :]) if o is not None]
         available = {spec.name for spec in request.tools}
         plan = self.plan(goal, observations, available)
+        ignored = [
+            f"{k}={v}"
+            for k, v in (("temperature", request.temperature), ("max_output_tokens", request.max_output_tokens))
+            if v is not None
+        ]
+        if ignored:  # an agent's sampling settings: shown in the trace, since this model cannot use them
+            plan = replace(plan, thought=f"{plan.thought} (The demo model ignores {', '.join(ignored)}.)")
         return _render(plan, request.protocol, len(observations))
 
     def plan(self, goal: str, observations: list[str], available: set[str]) -> _Plan:

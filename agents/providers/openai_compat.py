@@ -51,9 +51,16 @@ class OpenAIProvider(_common.KeyedProvider):
         body = _common.run_call(self.name, ERRORS, budget, call)
         return parse_reply(self.name, _common.parse_json_body(self.name, body))
 
+    max_tokens_field = "max_completion_tokens"
+
     def payload(self, request: ModelRequest) -> bytes:
         """The request body as JSON; the tools part is serialised once per provider instance (once per run)."""
-        head = json.dumps({"model": self.model, "messages": wire_messages(self.name, request.messages)})
+        body: dict[str, Any] = {"model": self.model, "messages": wire_messages(self.name, request.messages)}
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_output_tokens is not None:  # OpenAI's own name; the compatible APIs know max_tokens
+            body[self.max_tokens_field] = request.max_output_tokens
+        head = json.dumps(body)
         if request.protocol != "tools" or not request.tools:
             return head.encode()
         return (head[:-1] + ', "tools": ' + self.tools_json(request.tools) + "}").encode()
@@ -71,6 +78,7 @@ class XAIProvider(OpenAIProvider):
 
     name = "xai"
     default_model = "grok-4"
+    max_tokens_field = "max_tokens"
     key_setting = "XAI_API_KEY"
     base_url_setting = "XAI_BASE_URL"
     default_base_url = "https://api.x.ai/v1"
@@ -80,6 +88,7 @@ class HuggingFaceProvider(OpenAIProvider):
     """Hugging Face Inference Providers through the OpenAI-compatible router."""
 
     name = "huggingface"
+    max_tokens_field = "max_tokens"
     default_model = "meta-llama/Llama-3.3-70B-Instruct"
     key_setting = "HF_TOKEN"
     base_url_setting = "HF_BASE_URL"
@@ -90,6 +99,7 @@ class OpenRouterProvider(OpenAIProvider):
     """OpenRouter through its OpenAI-compatible API."""
 
     name = "openrouter"
+    max_tokens_field = "max_tokens"
     default_model = "openai/gpt-4.1-mini"
     key_setting = "OPENROUTER_API_KEY"
     base_url_setting = "OPENROUTER_BASE_URL"

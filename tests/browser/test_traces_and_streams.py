@@ -147,7 +147,8 @@ def test_admin_decision_buttons_are_admin_buttons(new_page, artifacts):
     run = start_and_pause(alice)
     page = new_page()
     login(page, "root", next_url=f"/admin/agents/run/{run.pk}/change/")
-    approve, deny, close = page.locator("#approve-button"), page.locator("#deny-button"), page.locator("a.closelink")
+    approve, deny = page.locator("#approve-button-1"), page.locator("#deny-button-1")
+    close = page.locator("a.closelink")
     expect(approve).to_have_class(re.compile(r"\bbutton\b.*\bdefault\b"))
     expect(deny).to_have_class(re.compile(r"\bbutton\b"))
     expect(approve).to_have_css("background-color", "rgb(32, 80, 103)")  # the admin's --default-button-bg

@@ -87,6 +87,28 @@ def start_and_pause(owner, goal: str = "search django", mode: str = "step"):
     return run
 
 
+THREE_CALLS = [
+    ("c1", "search", {"query": "django"}),
+    ("c2", "calculator", {"expression": "2+2"}),
+    ("c3", "search", {"query": "flask"}),
+]
+
+
+def pause_three(owner, llm, mode: str = "step", calls=THREE_CALLS):
+    """A real openai-provider run (answered by the local stub) whose first reply asks for three calls that all wait
+    for a decision (calculator made sensitive for this run); the model's next reply is "done"."""
+    from agents import services
+    from tests.providers import stub_llm
+
+    llm.add("POST", stub_llm.OPENAI_PATH, json=stub_llm.openai_tool_calls(calls))
+    llm.add("POST", stub_llm.OPENAI_PATH, json=stub_llm.openai_text("done"))
+    options = services.RunOptions(input="look both up", mode=mode, provider="openai", sensitive_tools=("calculator",))
+    run = services.start_run(owner=owner, options=options)
+    run = services.execute(run_id=run.pk)
+    assert run.status == "awaiting_approval", run.status
+    return run
+
+
 @pytest.fixture
 def superuser(db):
     return make_user("root", staff=True, superuser=True)
@@ -105,6 +127,16 @@ def ddg(stub, settings):
     settings.DUCKDUCKGO_URL = stub.url + "/"
     stub.add("GET", "/", json=DDG_ANSWER, repeat=True)
     return stub
+
+
+@pytest.fixture
+def llm(ddg, settings):
+    """The openai provider answered by the same local stub as DuckDuckGo (no network, no real key)."""
+    from tests.providers import stub_llm
+
+    settings.OPENAI_API_KEY = stub_llm.fake_key()
+    settings.OPENAI_BASE_URL = ddg.url + "/v1"
+    return ddg
 
 
 @pytest.fixture(autouse=True)

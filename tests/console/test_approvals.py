@@ -50,7 +50,10 @@ def test_pending_lists_awaiting_runs_oldest_first(superuser, alice, bob):
     middle = start_and_pause(alice, "search beta")
     now = timezone.now()
     for run, minutes in ((oldest, 30), (middle, 20), (newest, 10)):
-        Run.objects.filter(pk=run.pk).update(updated_at=now - timedelta(minutes=minutes))
+        paused = now - timedelta(minutes=minutes)  # a paused run's calls expire approval_ttl_s after it paused
+        Run.objects.filter(pk=run.pk).update(
+            updated_at=paused, approval_expires_at=paused + timedelta(seconds=run.approval_ttl_s)
+        )
     stored_run(alice, input="search done")  # done: not listed
     stored_run(alice, status="running", stop_reason=None, output=None)  # running: not listed
     response = logged_in(superuser).get(PENDING)
@@ -96,9 +99,10 @@ def test_reviewer_sees_the_decision_form(reviewer, alice):
     response = logged_in(reviewer).get(run_page(run))
     assert response.status_code == 200
     html = response.content.decode()
-    for element in ('id="pending-approval"', 'id="decision-form"', 'id="id_arguments"', 'id="id_reason"'):
+    for element in ('id="pending-approval"', 'id="decision-form"', 'id="id_arguments_1"', 'id="id_reason_1"'):
         assert element in html
-    assert 'id="approve-button"' in html and 'id="deny-button"' in html
+    assert 'id="approve-button-1"' in html and 'id="deny-button-1"' in html
+    assert 'id="decide-all-button"' not in html and 'id="id_choice_1_approve"' not in html  # one call: no batch
     assert f'action="{decide_url(run)}"' in html
     assert "Waiting for approval: search" in html
     assert "&quot;query&quot;: &quot;django&quot;" in html
@@ -111,7 +115,8 @@ def test_staff_without_review_permission_sees_no_buttons(staff_viewer, alice):
     html = response.content.decode()
     assert 'id="pending-approval"' in html  # they see what it waits for
     assert 'id="decision-form"' not in html
-    assert 'id="approve-button"' not in html and 'id="deny-button"' not in html
+    assert 'id="approve-button-1"' not in html and 'id="deny-button-1"' not in html
+    assert 'id="id_arguments_1"' not in html
     assert "agents.review_run" in html
 
 
@@ -297,7 +302,7 @@ def test_decision_form_is_not_nested_in_the_admin_form(reviewer, alice):
     assert not parser.nested
     assert parser.forms["decision-form"]["action"] == decide_url(run)
     assert parser.forms["decision-form"]["method"] == "post"
-    for control in ("id_arguments", "id_reason", "approve-button", "deny-button"):
+    for control in ("id_arguments_1", "id_reason_1", "approve-button-1", "deny-button-1"):
         assert parser.owner[control] == "decision-form", control
 
 

@@ -88,24 +88,6 @@ def test_list_input_is_escaped_after_cutting(superuser, alice):
     assert SCRIPT not in html
 
 
-def test_thread_column_only_when_runs_have_threads(superuser, alice, monkeypatch, rf):
-    from django.contrib import admin
-
-    from agents import admin as runs_admin
-    from agents.models import Run
-
-    stored_run(alice)
-    html = logged_in(superuser).get(RUNS).content.decode()
-    assert "column-thread_title" not in html  # Run has no `thread` field yet
-    model_admin = admin.site._registry[Run]
-    request = rf.get(RUNS)
-    assert "thread_title" not in model_admin.get_list_display(request)
-    monkeypatch.setattr(runs_admin, "has_field", lambda model, name: name == "thread")
-    columns = model_admin.get_list_display(request)
-    assert columns[columns.index("input_summary") + 1] == "thread_title"
-    assert model_admin.get_list_select_related(request) == ["owner", "thread"]
-
-
 def test_thread_column_shows_the_title_or_a_dash(alice):
     from types import SimpleNamespace
 

@@ -26,8 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--provider", default=None, help="demo, openai, anthropic, xai, huggingface, openrouter")
         parser.add_argument("--model", default=None)
         parser.add_argument("--protocol", choices=["tools", "react"], default=None)
-        parser.add_argument("--max-turns", type=int, default=settings.AGENT_DEFAULT_MAX_TURNS)
-        parser.add_argument("--timeout", type=float, default=settings.AGENT_DEFAULT_TIMEOUT_S, help="seconds")
+        parser.add_argument("--agent", default=None, help="start from this agent's configuration (see the admin)")
+        parser.add_argument("--max-turns", type=int, default=None, help="default: the agent's, or 8")
+        parser.add_argument("--timeout", type=float, default=None, help="seconds; default: the agent's, or 60")
         parser.add_argument("--user", default="admin", help="the run's owner (default: admin)")
         parser.add_argument("--json", action="store_true", help="print the run object with its steps")
         thread = parser.add_mutually_exclusive_group()
@@ -41,9 +42,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         logging.getLogger("agents").setLevel(logging.WARNING)  # the trace is the output; JSON logs would drown it
-        if not 1 <= opts["max_turns"] <= 50:
+        if opts["max_turns"] is not None and not 1 <= opts["max_turns"] <= 50:
             raise CommandError("--max-turns must be between 1 and 50.", returncode=2)
-        if not 1 <= opts["timeout"] <= 600:
+        if opts["timeout"] is not None and not 1 <= opts["timeout"] <= 600:
             raise CommandError("--timeout must be between 1 and 600 seconds.", returncode=2)
         if not opts["input"].strip() or len(opts["input"]) > settings.AGENT_MAX_INPUT_CHARS:
             raise CommandError(f"The input must have 1 to {settings.AGENT_MAX_INPUT_CHARS} characters.", returncode=2)
@@ -90,6 +91,7 @@ class Command(BaseCommand):
             max_turns=opts["max_turns"],
             timeout_s=opts["timeout"],
             thread_id=thread_id,
+            agent=opts["agent"],
         )
         try:  # a new thread and its first run start together: a run that cannot start leaves no empty thread
             return services.start_run(owner=user, options=options, new_thread=new_thread)

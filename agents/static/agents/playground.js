@@ -265,6 +265,10 @@
   // --- starting a run, opening a recent one ---------------------------------------------------------------------
 
   function runBody(input, threadId) {
+    const agent = $("agent") ? $("agent").value : "";
+    if (agent) {  // the agent's own provider, protocol and budget apply (the server merges them)
+      return { input, thread_id: threadId, agent, mode: $("mode").value };
+    }
     return {
       input,
       thread_id: threadId,
