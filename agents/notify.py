@@ -27,20 +27,28 @@ INPUT_CHARS = 300
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"  # where permissions and groups are stored
 
 
-def run_awaiting_approval(run) -> None:
-    """The run has just started waiting for a decision (its pending calls are committed)."""
+def run_awaiting_approval(run, owner=None) -> None:
+    """The run has just started waiting for a decision (its pending calls are committed). `owner`: the owner's user
+    object when the caller has it (the API's token look-up says whether they have webhooks at all)."""
     from agents.tasks import email_reviewers
 
     with _never_failing(run, WebhookEvent.RUN_AWAITING_APPROVAL):
-        webhooks.announce(run, WebhookEvent.RUN_AWAITING_APPROVAL)
+        if _may_have_webhooks(owner):
+            webhooks.announce(run, WebhookEvent.RUN_AWAITING_APPROVAL)
     with _never_failing(run, "reviewer e-mail"):
         email_reviewers.enqueue(run_id=str(run.pk))  # by name: a task's args[0] is taken for a run it drives (leases)
 
 
-def run_done(run) -> None:
+def run_done(run, owner=None) -> None:
     """The run has just finished (called once per run, by the commit that made it done)."""
     with _never_failing(run, WebhookEvent.RUN_DONE):
-        webhooks.announce(run, WebhookEvent.RUN_DONE)
+        if _may_have_webhooks(owner):
+            webhooks.announce(run, WebhookEvent.RUN_DONE)
+
+
+def _may_have_webhooks(owner) -> bool:
+    """False only when the owner is known to have none (read with their API token, in the same request)."""
+    return getattr(owner, "has_webhooks", True) is not False
 
 
 @contextmanager

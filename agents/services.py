@@ -766,19 +766,19 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     if not rings:
         doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
     _log_commit(run, state, events)
-    _announce(run, before, state.status)
+    _announce(run, before, state.status, held.owner)
 
 
-def _announce(run: Run, before: str, after: str) -> None:
+def _announce(run: Run, before: str, after: str, owner=None) -> None:
     """Tell reviewers and the owner's webhooks about a status change this commit made (after it, outside any
     transaction: a caller's atomic block defers it to its own commit)."""
     if after == before or after not in (RunStatus.DONE, RunStatus.AWAITING_APPROVAL):
         return
     announce = notify.run_done if after == RunStatus.DONE else notify.run_awaiting_approval
     if connection.in_atomic_block:
-        transaction.on_commit(lambda: announce(run))
+        transaction.on_commit(lambda: announce(run, owner))
     else:
-        announce(run)
+        announce(run, owner)
 
 
 def _expiry(run: Run, before: str, after: str, now):

@@ -5,7 +5,8 @@ costs ~0.2 ms on every API request (a fortieth of a three-turn run's CPU), for a
 the statement is built once per process and its row becomes the same `User` and `Token` objects through the ORM's
 own `Model.from_db`. Same answers, same error messages, same OpenAPI scheme (a subclass of DRF's). The same
 statement brings the user's daily-quota facts (their override and today's usage), so the quota check of a create or
-an advance costs no query.
+an advance costs no query, and whether they have webhooks, so a finished run of a user without any reads nothing to
+learn it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
 from agents import quotas
-from agents.models import DailyUsage, TokenQuota
+from agents.models import DailyUsage, TokenQuota, Webhook
 
 
 @cache
@@ -39,6 +40,9 @@ def _lookup(db: str) -> tuple[str, list[str], list[str], list]:
     # start a model call checks the daily quota without a query of its own.
     qt, dt = q(TokenQuota._meta.db_table), q(DailyUsage._meta.db_table)
     columns += [f"{qt}.{q('daily_tokens')}", f"{dt}.{q('prompt_tokens')}", f"{dt}.{q('completion_tokens')}"]
+    # And whether they have any webhook (agents.notify): a finished run of a user with none reads nothing more.
+    wt = q(Webhook._meta.db_table)
+    columns += [f"EXISTS (SELECT 1 FROM {wt} WHERE {wt}.{q('owner_id')} = {user_pk})"]
     sql = (
         f"SELECT {', '.join(columns)} FROM {t} INNER JOIN {u} "  # noqa: S608 - model tables and columns only
         f"ON {t}.{user_fk} = {user_pk} "
@@ -66,7 +70,7 @@ class FastTokenAuthentication(TokenAuthentication):
             row = cursor.fetchone()
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        row, (override, prompt, completion) = list(row[:-3]), row[-3:]
+        row, (override, prompt, completion, hooks) = list(row[:-4]), row[-4:]
         for i, (found, column) in enumerate(converters):
             for convert in found:
                 row[i] = convert(row[i], column, connection)
@@ -74,6 +78,7 @@ class FastTokenAuthentication(TokenAuthentication):
         user = Token._meta.get_field("user").related_model.from_db(db, user_names, row[len(token_names) :])
         token.user = user
         user.quota_facts = (override, (prompt or 0) + (completion or 0), day)
+        user.has_webhooks = bool(hooks)
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         return user, token

@@ -68,7 +68,7 @@ def system_prompt(
     if instructions.strip():
         prompt += INSTRUCTIONS.format(instructions=instructions.strip())
     if output_schema is not None:
-        prompt += OUTPUT_RULE.format(schema=json.dumps(output_schema))
+        prompt += OUTPUT_RULE.format(schema=json.dumps(output_schema, sort_keys=True))
     return prompt
 
 
@@ -145,7 +145,10 @@ def _render_step(
     if kind == "error" and previous is not None and previous["kind"] == "model":
         if step.get("output"):  # a final answer that broke the output schema
             problem = step["message"].split(": ", 1)[-1]
-            return {"role": "user", "content": OUTPUT_CORRECTION.format(problem=problem, schema=json.dumps(schema))}
+            return {
+                "role": "user",
+                "content": OUTPUT_CORRECTION.format(problem=problem, schema=json.dumps(schema, sort_keys=True)),
+            }
         if protocol == "react":
             return {"role": "user", "content": CORRECTION.format(problem=step["message"])}
         return {"role": "user", "content": CORRECTION_TOOLS}

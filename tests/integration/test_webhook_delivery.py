@@ -34,9 +34,9 @@ pytestmark = pytest.mark.django_db
 RUNS = "/api/v1/runs"
 HOOK_PATH = "/hooks"
 RUN_KEYS = {
-    "id", "status", "stop_reason", "ok", "output", "turns", "input", "thread_id", "mode", "protocol", "provider",
-    "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action", "pending_actions", "error",
-    "usage", "created_at", "updated_at",
+    "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent", "mode",
+    "protocol", "provider", "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action",
+    "pending_actions", "error", "usage", "created_at", "updated_at",
 }  # fmt: skip
 DELIVER = "agents.tasks.deliver_webhook"
 EMAIL = "agents.tasks.email_reviewers"
@@ -408,6 +408,7 @@ def test_a_notification_that_cannot_be_queued_never_fails_the_run(api, receiver,
     def broken(run, event):
         raise RuntimeError("the webhook table is gone")
 
+    subscribe(api, receiver, "run.awaiting_approval")  # the owner has a webhook: announce is called, and fails
     monkeypatch.setattr(webhooks, "announce", broken)
     run = sync_run(api, committed, input="search python")  # 201: the pause is committed and stays
 
