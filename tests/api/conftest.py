@@ -27,6 +27,8 @@ RUN_KEYS = {
     "turns",
     "input",
     "thread_id",  # v1.1: null outside a thread
+    "agent",  # v1.1: null without one
+    "output_json",  # v1.1: null without an output schema
     "mode",
     "protocol",
     "provider",

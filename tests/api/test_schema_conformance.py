@@ -21,7 +21,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, settings
 
 from agents.api import events, views
-from agents.models import Thread
+from agents.models import Agent, Thread
 from reactsite.wsgi import application
 from tests.conftest import make_user
 from tests.support.http_stub import StubServer
@@ -88,6 +88,7 @@ def filter_body(context: object, body: object) -> bool:
 
 
 FUZZ_THREAD = "0f0e0d0c-0b0a-4908-8706-050403020100"  # the fuzz user's thread: the only thread_id that can exist
+FUZZ_AGENT = "fuzz"  # the only agent
 
 
 @schema.hook
@@ -96,6 +97,8 @@ def map_case(context: object, case: schemathesis.Case) -> schemathesis.Case:
     a well-formed one is pointed at the fuzz user's thread; a malformed one is kept, to be refused. (A case hook:
     the coverage phase applies no body hooks.)"""
     body = case.body
+    if isinstance(body, dict) and isinstance(body.get("agent"), str) and body["agent"].strip():
+        body = case.body = {**body, "agent": FUZZ_AGENT}  # likewise an agent: only stored names exist
     if isinstance(body, dict) and isinstance(body.get("thread_id"), str):
         try:
             uuid.UUID(body["thread_id"])
@@ -146,6 +149,7 @@ def fuzz_env(db, settings, stub, monkeypatch, _loopback_only, _connection_kept) 
     user = make_user("fuzz")
     Token.objects.create(user=user, key=TOKEN)
     Thread.objects.create(pk=FUZZ_THREAD, owner=user)
+    Agent.objects.create(name=FUZZ_AGENT, provider="demo")
     return stub
 
 

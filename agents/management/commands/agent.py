@@ -41,7 +41,15 @@ class Command(BaseCommand):
         decide.add_argument("--deny", action="store_true", help="deny sensitive tool calls")
 
     def handle(self, *args, **opts) -> None:
-        logging.getLogger("agents").setLevel(logging.WARNING)  # the trace is the output; JSON logs would drown it
+        logger = logging.getLogger("agents")
+        level = logger.level
+        logger.setLevel(logging.WARNING)  # the trace is the output; JSON logs would drown it
+        try:
+            self._handle(opts)
+        finally:
+            logger.setLevel(level)  # in-process callers (call_command) keep their own logging
+
+    def _handle(self, opts) -> None:
         if opts["max_turns"] is not None and not 1 <= opts["max_turns"] <= 50:
             raise CommandError("--max-turns must be between 1 and 50.", returncode=2)
         if opts["timeout"] is not None and not 1 <= opts["timeout"] <= 600:
