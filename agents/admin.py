@@ -32,6 +32,7 @@ from django.utils.text import Truncator
 from django.utils.timesince import timesince, timeuntil
 
 from agents import selectors, services
+from agents.evals.actions import make_eval_case
 from agents.models import PendingApproval, Run, RunStatus, Step, StepKind, Thread
 from agents.permissions import can_decide, can_review
 
@@ -99,7 +100,7 @@ class RunAdmin(ReadOnlyAdmin):
     search_fields = ["input", "id", "owner__username"]
     list_select_related = ["owner", "thread"]
     date_hierarchy = "created_at"
-    actions = ["cancel_runs"]
+    actions = ["cancel_runs", make_eval_case]
     change_form_template = "admin/agents/run/change_form.html"
     fields = [
         "id",

@@ -235,6 +235,7 @@ class EvalRun(models.Model):
     max_reflections = models.PositiveSmallIntegerField(default=0)
     cases_file = models.CharField(max_length=300)
     only = models.CharField(max_length=200, blank=True, default="")
+    agent = models.CharField(max_length=64, blank=True, default="", help_text="the agent every case started from")
     total = models.PositiveIntegerField(default=0)
     passed = models.PositiveIntegerField(default=0)
     pass_rate = models.FloatField(default=0.0)

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from agents.evals.fixtures import Fixture, parse_fixtures
+
 DEFAULT_CASES = Path(__file__).with_name("cases.yaml")
 CHECK_TYPES = ("exact", "contains", "regex", "numeric")
 PROTOCOLS = ("tools", "react")
@@ -34,6 +36,9 @@ class Case:
     not_contains: tuple[str, ...] = ()
     max_errors: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Made from a stored run (export_cases): the tool calls `run_evals --replay` answers, and the run it came from.
+    fixtures: tuple[Fixture, ...] | None = None
+    source_run: str = ""
 
 
 def load_cases(path: str | Path | None = None, only: str | None = None) -> list[Case]:
@@ -88,6 +93,10 @@ def _case(item: Any, position: int) -> Case:
             float(check["value"]), float(check.get("tolerance", 0))
     except (TypeError, ValueError):
         raise CaseError(f"{where}: max_turns, timeout_s and numeric check values must be numbers.") from None
+    try:
+        fixtures = parse_fixtures(item["fixtures"]) if item.get("fixtures") is not None else None
+    except ValueError as exc:
+        raise CaseError(f"{where}: {exc}.") from None
     return Case(
         id=str(item["id"]),
         input=str(item["input"]),
@@ -99,6 +108,8 @@ def _case(item: Any, position: int) -> Case:
         setup=tuple(item.get("setup") or ()),
         not_contains=tuple(item.get("not_contains") or ()),
         max_errors=item.get("max_errors"),
+        fixtures=fixtures,
+        source_run=str(item.get("source_run") or ""),
     )
 
 
@@ -130,7 +141,8 @@ def check_output(case: Case, output: str | None, error_steps: int = 0) -> str | 
 def _check(check: dict[str, Any], output: str) -> str | None:
     kind, value = check["type"], check["value"]
     if kind == "exact":
-        return None if output.strip() == str(value).strip() else f"expected exactly {value!r}"
+        expected, got = str(value).strip(), output.strip()
+        return None if got == expected else f"expected exactly {_differing(expected, got)}"
     if kind == "contains":
         values = value if isinstance(value, list) else [value]
         folded = output.lower() if check.get("ignore_case") else output
@@ -141,5 +153,18 @@ def _check(check: dict[str, Any], output: str) -> str | None:
     number = first_number(output)
     tolerance = float(check.get("tolerance", 1e-9))
     if number is None or not math.isclose(number, float(value), rel_tol=0, abs_tol=tolerance):
-        return f"expected a number within {tolerance:g} of {value}"
+        return f"expected a number within {tolerance:g} of {value}, got {_short(output)}"
     return None
+
+
+def _short(text: str, limit: int = 120, start: int = 0) -> str:
+    """Text for a one-line reason: quoted, from `start`, cut short."""
+    text = ("…" + text[start:]) if start else text.strip()
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _differing(expected: str, got: str) -> str:
+    """Both texts for the reason; long ones are shown from a little before where they first differ."""
+    at = next((i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), min(len(expected), len(got)))
+    start = at - 20 if at > 60 else 0
+    return f"{_short(expected, start=start)}, got {_short(got, start=start)}"

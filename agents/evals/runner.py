@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from agents import services
 from agents.evals.cases import Case, check_output
+from agents.evals.fixtures import FixtureBook
+from agents.evals.replay import execute as execute_replay
 from agents.models import EvalResult, EvalRun, Run, RunStatus
 
 
@@ -27,10 +29,15 @@ class EvalConfig:
     concurrency: int = 1
     cases_file: str = ""
     only: str = ""
+    replay: bool = False  # tool calls answered from each case's fixtures (agents.evals.replay), no real tool runs
+    agent: str | None = None  # every case's run starts from this agent's configuration (the case's fields override)
 
 
-def plan(cases: list[Case], protocol: str | None) -> list[tuple[Case, str]]:
-    """Every (case, protocol) pair to run."""
+def plan(cases: list[Case], protocol: str | None, replay: bool = False) -> list[tuple[Case, str]]:
+    """Every (case, protocol) pair to run. A replay in a given protocol runs every case in it: a run recorded in
+    one protocol is checked in the other."""
+    if replay and protocol is not None:
+        return [(c, protocol) for c in cases]
     return [(c, p) for c in cases for p in c.protocols if protocol is None or p == protocol]
 
 
@@ -56,10 +63,11 @@ def run_evals(
         model=model,
         protocol=config.protocol or "per case",
         max_reflections=config.max_reflections,
-        cases_file=config.cases_file,
+        cases_file=f"{config.cases_file} (replay)"[:300] if config.replay else config.cases_file,
         only=config.only,
+        agent=config.agent or "",
     )
-    work = plan(cases, config.protocol)
+    work = plan(cases, config.protocol, config.replay)
 
     def one(item: tuple[Case, str]) -> EvalResult:
         try:
@@ -97,13 +105,14 @@ def _case_user():
 
 def _run_case(eval_run: EvalRun, case: Case, protocol: str, config: EvalConfig, model: str) -> EvalResult:
     user = _case_user()
+    book = FixtureBook(case.fixtures or ()) if config.replay else None
     for goal in case.setup:
-        _execute(user, goal, protocol, config, model, case)
+        _execute(user, goal, protocol, config, model, case, book)
     started = time.perf_counter()
-    run = _execute(user, case.input, protocol, config, model, case)
+    run = _execute(user, case.input, protocol, config, model, case, book)
     latency_ms = (time.perf_counter() - started) * 1000
     errors = run.steps.filter(kind="error").count()
-    reason = _reason(case, run, errors)
+    reason = book.problem if book is not None and book.problem else _reason(case, run, errors)
     return EvalResult.objects.create(
         eval_run=eval_run,
         case_id=case.id,
@@ -118,7 +127,9 @@ def _run_case(eval_run: EvalRun, case: Case, protocol: str, config: EvalConfig, 
     )
 
 
-def _execute(user, goal: str, protocol: str, config: EvalConfig, model: str, case: Case) -> Run:
+def _execute(
+    user, goal: str, protocol: str, config: EvalConfig, model: str, case: Case, book: FixtureBook | None = None
+) -> Run:
     options = services.RunOptions(
         input=goal,
         protocol=protocol,
@@ -128,7 +139,10 @@ def _execute(user, goal: str, protocol: str, config: EvalConfig, model: str, cas
         timeout_s=case.timeout_s,
         tools=list(case.tools) if case.tools is not None else None,
         max_reflections=config.max_reflections,
+        agent=config.agent,
     )
+    if book is not None:
+        return execute_replay(owner=user, options=options, book=book)
     run = services.start_run(owner=user, options=options)
     return services.execute(run_id=run.pk)
 

@@ -155,7 +155,7 @@ def test_json_files_work_too(tmp_path):
 def test_exact():
     check = {"type": "exact", "value": "2"}
     assert check_output(case(check), " 2\n") is None
-    assert check_output(case(check), "2.0") == "expected exactly '2'"
+    assert check_output(case(check), "2.0") == "expected exactly '2', got '2.0'"
     assert check_output(case({"type": "exact", "value": 2}), "2") is None  # YAML numbers compare as text
 
 
@@ -182,15 +182,15 @@ def test_numeric():
     check = {"type": "numeric", "value": 85}
     assert check_output(case(check), "85") is None
     assert check_output(case(check), "The answer is 85.0.") is None
-    assert check_output(case(check), "86") == "expected a number within 1e-09 of 85"
-    assert check_output(case(check), "no number here") == "expected a number within 1e-09 of 85"
+    assert check_output(case(check), "86") == "expected a number within 1e-09 of 85, got '86'"
+    assert check_output(case(check), "no number here") == "expected a number within 1e-09 of 85, got 'no number here'"
 
 
 def test_numeric_with_tolerance():
     check = {"type": "numeric", "value": 3.142857, "tolerance": 0.001}
     assert check_output(case(check), "about 3.1428571428571428") is None
     assert check_output(case(check), "3.1425") is None
-    assert check_output(case(check), "3.14") == "expected a number within 0.001 of 3.142857"
+    assert check_output(case(check), "3.14") == "expected a number within 0.001 of 3.142857, got '3.14'"
 
 
 def test_numeric_with_thousands_separators():
