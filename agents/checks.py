@@ -22,3 +22,27 @@ def check_shared_cache(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+@checks.register()
+def check_mcp_servers(app_configs=None, **kwargs):
+    """AGENT_MCP_SERVERS and its bounds must be usable: a mistake disables the MCP tools, and says so here."""
+    from agents.tools.mcp_config import McpConfigError, parse_servers
+
+    errors = []
+    try:
+        parse_servers(settings.AGENT_MCP_SERVERS)
+    except McpConfigError as exc:
+        errors.append(
+            checks.Error(
+                str(exc),
+                hint='A JSON list such as [{"name": "docs", "command": "docs-mcp", "args": ["--stdio"]}, '
+                '{"name": "crm", "url": "https://crm.example/mcp", "sensitive": true}] (README, "MCP servers").',
+                id="reactsite.E002",
+            )
+        )
+    for name in ("AGENT_MCP_TIMEOUT_S", "AGENT_MCP_CONNECT_TIMEOUT_S", "AGENT_MCP_REFRESH_S"):
+        value = getattr(settings, name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+            errors.append(checks.Error(f"{name} must be a number of seconds above 0.", id="reactsite.E002"))
+    return errors

@@ -9,7 +9,7 @@ from django.conf import settings
 from agents.engine import Toolset
 from agents.models import Run
 from agents.providers import Provider, get_provider
-from agents.tools import ToolContext, ToolRegistry, load_builtin_tools
+from agents.tools import Tool, ToolContext, ToolRegistry, load_builtin_tools, mcp
 
 
 def clock() -> float:
@@ -18,21 +18,33 @@ def clock() -> float:
 
 
 def tool_registry() -> ToolRegistry:
-    """Every registered tool (built-ins and app tools)."""
+    """Every registered tool (built-ins and app tools) and the tools of the configured MCP servers."""
     import memory.tools  # noqa: F401  (registers remember/recall)
 
-    return load_builtin_tools()
+    return mcp.with_mcp_tools(load_builtin_tools())
 
 
 def sensitive_floor() -> list[str]:
-    return list(settings.AGENT_SENSITIVE_TOOLS)
+    """AGENT_SENSITIVE_TOOLS and the tools of every MCP server not configured `"sensitive": false`."""
+    return list(settings.AGENT_SENSITIVE_TOOLS) + mcp.sensitive_names()
 
 
 def build_toolset(run: Run) -> Toolset:
     """The run's tools with a host-injected context: the owner comes from the run, never from the model."""
-    tools = tool_registry().select(run.tools)
     context = ToolContext(user_id=run.owner_id, run_id=str(run.id))
-    return Toolset(tools=tools, context=context, max_output_chars=settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+    return Toolset(tools=run_tools(run.tools), context=context, max_output_chars=settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+
+
+def run_tools(names: list[str] | None) -> dict[str, Tool]:
+    """The named tools (all when None), in name order. An MCP tool this process has no listing of now (its server
+    is down, or was at start) gets a stand-in that reaches the server if it is back: the run goes on, with a tool
+    error if the server is still down."""
+    registry = tool_registry()
+    if names is None:
+        return registry.select()
+    stand_ins = {n: t for n in names if registry.get(n) is None and (t := mcp.placeholder(n)) is not None}
+    tools = registry.select([n for n in names if n not in stand_ins]) | stand_ins
+    return dict(sorted(tools.items()))
 
 
 def build_model(run: Run) -> Provider:

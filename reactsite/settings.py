@@ -325,3 +325,22 @@ else:
 _smtp_options["timeout"] = env.float("EMAIL_TIMEOUT", default=10.0)
 MAILERS = {"default": {"BACKEND": _email_backend, **({"OPTIONS": _smtp_options} if _email_backend == _SMTP else {})}}
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="reactsite@localhost")
+
+# MCP servers lending their tools (README, "MCP servers"): a JSON list of {"name", "command", "args", "env"} (stdio)
+# or {"name", "url", "headers"} (streamable HTTP), each with "sensitive" (default true). Text that is not JSON is
+# kept as it is, so the system check (reactsite.E002) reports it instead of the settings failing to load.
+
+
+def _json_or_text(text: str):
+    import json
+
+    try:
+        return json.loads(text) if text.strip() else []
+    except ValueError:
+        return text
+
+
+AGENT_MCP_SERVERS = _json_or_text(env.str("AGENT_MCP_SERVERS", default=""))
+AGENT_MCP_TIMEOUT_S = env.float("AGENT_MCP_TIMEOUT_S", default=30.0)  # one call of an MCP tool
+AGENT_MCP_CONNECT_TIMEOUT_S = env.float("AGENT_MCP_CONNECT_TIMEOUT_S", default=10.0)  # a connection and its listing
+AGENT_MCP_REFRESH_S = env.float("AGENT_MCP_REFRESH_S", default=300.0)  # between two listings of a server's tools

@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular import plumbing
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 
@@ -171,7 +172,16 @@ def postprocess(result: dict, generator, request, public) -> dict:
     for item in paths.values():
         for operation in item.values():
             _document_errors(operation, EXTRA_STATUSES.get(operation["operationId"], set()))
+    _forget_enum_names()
     return result
+
+
+def _forget_enum_names() -> None:
+    """drf-spectacular reads ENUM_NAME_OVERRIDES once per process, but the tool names change while a process lives
+    (an MCP server's tools come and go): the next document reads them again, so ToolNameEnum keeps its name."""
+    cached = getattr(plumbing, "_load_enum_name_overrides", None)
+    if cached is not None and hasattr(cached, "cache_clear"):
+        cached.cache_clear()
 
 
 def _describe_operation(paths: dict, path: str, operation: dict) -> None:
@@ -217,7 +227,7 @@ def _document_tools(paths: dict, template: str, operation: dict) -> None:
 
 def _tool_operation(template: dict, tool, sensitive: bool) -> dict:
     """`POST /api/v1/tools/<tool>/invoke`: the body's `arguments` follow the tool's own JSON Schema."""
-    parameters = copy.deepcopy(dict(tool.parameters))
+    parameters = inline_refs(dict(tool.parameters))
     body = {"type": "object", "properties": {"arguments": parameters}}
     if parameters.get("required"):
         body["required"] = ["arguments"]  # a missing `arguments` is `{}`, which lacks the required ones
@@ -230,6 +240,47 @@ def _tool_operation(template: dict, tool, sensitive: bool) -> dict:
     }
     _document_errors(operation, {403, 429} if sensitive else {429})
     return operation
+
+
+MAX_REF_DEPTH = 8
+MAX_REF_EXPANSIONS = 1000  # per tool: a server's schema cannot make the document explode
+ROOT_ONLY = ("$defs", "definitions", "$schema", "$id")
+
+
+def inline_refs(schema: dict) -> dict:
+    """A tool's JSON Schema with its local references (`#/$defs/…`, as an MCP server's schemas have) replaced by
+    what they point at: inside the OpenAPI document a `#/…` reference would point at the document itself. A
+    reference deeper than MAX_REF_DEPTH (a recursive definition), or past MAX_REF_EXPANSIONS, becomes `{}`: any
+    value."""
+    inlined = _inline(schema, schema, 0, [MAX_REF_EXPANSIONS])
+    return {k: v for k, v in inlined.items() if k not in ROOT_ONLY}
+
+
+def _inline(node: Any, root: dict, depth: int, budget: list[int]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, root, depth, budget) for item in node]
+    if not isinstance(node, dict):
+        return copy.deepcopy(node)
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        budget[0] -= 1
+        target = _pointer(root, ref) if depth < MAX_REF_DEPTH and budget[0] >= 0 else None
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return _inline({**target, **rest}, root, depth + 1, budget) if isinstance(target, dict) else {}
+    return {key: _inline(value, root, depth, budget) for key, value in node.items()}
+
+
+def _pointer(root: dict, ref: str) -> Any:
+    """The value a local JSON Pointer reference (`#`, `#/…`) names, or None (an anchor such as `#node` too)."""
+    if ref != "#" and not ref.startswith("#/"):
+        return None
+    node: Any = root
+    for part in ref[2:].split("/") if ref != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _implied_statuses(operation: dict) -> set[int]:

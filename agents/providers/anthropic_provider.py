@@ -12,6 +12,7 @@ from django.conf import settings
 
 from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
 from agents.providers import _common
+from agents.providers.names import named_back, wire_name
 from agents.providers.transport import Transport
 
 ERRORS = _common.SdkErrors(
@@ -53,7 +54,7 @@ class AnthropicProvider(_common.KeyedProvider):
             return _common.post_json(client, "/v1/messages", payload, budget, httpx2.Response)
 
         body = _common.run_call(self.name, ERRORS, budget, call)
-        return parse_reply(self.name, _common.parse_json_body(self.name, body))
+        return named_back(parse_reply(self.name, _common.parse_json_body(self.name, body)), request.tools)
 
 
 def build_client(base_url: str, api_key: str) -> anthropic.Anthropic:
@@ -88,12 +89,12 @@ def build_kwargs(model: str, max_tokens: int, request: ModelRequest) -> dict[str
 
 
 def wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """ToolSpecs as Anthropic tools (input_schema must be an object schema)."""
+    """ToolSpecs as Anthropic tools (input_schema must be an object schema; names for the wire: providers/names.py)."""
     wired = []
     for tool in tools:
         schema = _common.plain(tool.parameters) or {}
         schema.setdefault("type", "object")
-        wired.append({"name": tool.name, "description": tool.description, "input_schema": schema})
+        wired.append({"name": wire_name(tool.name), "description": tool.description, "input_schema": schema})
     return wired
 
 
@@ -128,9 +129,9 @@ def to_blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     for call in message.get("tool_calls") or []:
         arguments = call.get("arguments")
         tool_input = arguments if isinstance(arguments, dict) else {}
-        blocks.append(
-            {"type": "tool_use", "id": str(call.get("id") or ""), "name": call.get("name"), "input": tool_input}
-        )
+        name = call.get("name")
+        name = wire_name(name) if isinstance(name, str) else name
+        blocks.append({"type": "tool_use", "id": str(call.get("id") or ""), "name": name, "input": tool_input})
     return "assistant", blocks
 
 

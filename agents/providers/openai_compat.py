@@ -12,6 +12,7 @@ from django.conf import settings
 
 from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
 from agents.providers import _common
+from agents.providers.names import named_back, wire_name
 from agents.providers.transport import Transport
 
 ERRORS = _common.SdkErrors(
@@ -49,7 +50,7 @@ class OpenAIProvider(_common.KeyedProvider):
             return _common.post_json(client, "/chat/completions", payload, budget, httpx2.Response)
 
         body = _common.run_call(self.name, ERRORS, budget, call)
-        return parse_reply(self.name, _common.parse_json_body(self.name, body))
+        return named_back(parse_reply(self.name, _common.parse_json_body(self.name, body)), request.tools)
 
     max_tokens_field = "max_completion_tokens"
 
@@ -124,11 +125,15 @@ def build_client(base_url: str, api_key: str) -> openai.OpenAI:
 
 
 def wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """ToolSpecs as Chat Completions function tools."""
+    """ToolSpecs as Chat Completions function tools (named for the wire: agents/providers/names.py)."""
     return [
         {
             "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": _common.plain(t.parameters)},
+            "function": {
+                "name": wire_name(t.name),
+                "description": t.description,
+                "parameters": _common.plain(t.parameters),
+            },
         }
         for t in tools
     ]
@@ -160,10 +165,11 @@ def wire_call(call: dict[str, Any]) -> dict[str, Any]:
     arguments = call.get("arguments")
     raw = arguments["__raw__"] if isinstance(arguments, dict) and set(arguments) == {"__raw__"} else None
     encoded = raw if isinstance(raw, str) else json.dumps(arguments if arguments is not None else {})
+    name = call.get("name")
     return {
         "id": str(call.get("id") or ""),
         "type": "function",
-        "function": {"name": call.get("name"), "arguments": encoded},
+        "function": {"name": wire_name(name) if isinstance(name, str) else name, "arguments": encoded},
     }
 
 

@@ -32,11 +32,7 @@ def _limits(settings):
 
 @pytest.fixture
 def providers(settings, stub):
-    settings.OPENAI_API_KEY = llm.fake_key()
-    settings.OPENAI_BASE_URL = stub.url + "/v1"
-    settings.ANTHROPIC_API_KEY = llm.fake_key("sk-ant-test-")
-    settings.ANTHROPIC_BASE_URL = stub.url
-    return stub
+    return llm.point_sdks_at(settings, stub, timeout_s=None)
 
 
 def french(**fields) -> Agent:

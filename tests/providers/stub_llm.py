@@ -174,3 +174,16 @@ def burst(provider: Any, calls: int) -> None:
         thread.start()
     for thread in threads:
         thread.join(10)
+
+
+def point_sdks_at(settings, stub, *, timeout_s: float | None = 5.0, retries: int | None = None):
+    """Both SDK providers (openai, anthropic) pointed at the local stub with test keys; returns the stub."""
+    settings.OPENAI_API_KEY = fake_key()
+    settings.OPENAI_BASE_URL = stub.url + "/v1"
+    settings.ANTHROPIC_API_KEY = fake_key("sk-ant-test-")
+    settings.ANTHROPIC_BASE_URL = stub.url
+    if timeout_s is not None:
+        settings.AGENT_LLM_TIMEOUT_S = timeout_s
+    if retries is not None:
+        settings.AGENT_LLM_MAX_RETRIES = retries
+    return stub

@@ -15,13 +15,7 @@ REACT_ACTION = 'Thought: I need {what}.\nAction: calculator\nAction Input: {{"ex
 
 @pytest.fixture
 def providers(settings, stub):
-    settings.OPENAI_API_KEY = llm.fake_key()
-    settings.OPENAI_BASE_URL = stub.url + "/v1"
-    settings.ANTHROPIC_API_KEY = llm.fake_key("sk-ant-test-")
-    settings.ANTHROPIC_BASE_URL = stub.url
-    settings.AGENT_LLM_TIMEOUT_S = 5.0
-    settings.AGENT_LLM_MAX_RETRIES = 2
-    return stub
+    return llm.point_sdks_at(settings, stub, retries=2)
 
 
 def script(stub, provider: str, protocol: str) -> str:

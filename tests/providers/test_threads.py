@@ -34,13 +34,7 @@ _OBSERVED = re.compile(r"<<<TOOL_OUTPUT_START>>>\s*(-?\d+(?:\.\d+)?)\s*<<<TOOL_O
 
 @pytest.fixture
 def providers(settings, stub):
-    settings.OPENAI_API_KEY = llm.fake_key()
-    settings.OPENAI_BASE_URL = stub.url + "/v1"
-    settings.ANTHROPIC_API_KEY = llm.fake_key("sk-ant-test-")
-    settings.ANTHROPIC_BASE_URL = stub.url
-    settings.AGENT_LLM_TIMEOUT_S = 5.0
-    settings.AGENT_LLM_MAX_RETRIES = 0
-    return stub
+    return llm.point_sdks_at(settings, stub, retries=0)
 
 
 # --- a model that reads what it is sent ------------------------------------------------------------------------
