@@ -22,7 +22,7 @@ from agents import doorbell, engine, leases, notify, persist, quotas, rows, runt
 from agents.engine import RunState
 from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
-from agents.models import Run, RunMode, RunStatus, StopReason, Thread
+from agents.models import Agent, Run, RunMode, RunStatus, StopReason, Thread
 from agents.permissions import can_decide, can_invoke_sensitive
 from agents.providers import ProviderConfigError, validate_choice
 from agents.tools import ToolContext
@@ -181,8 +181,6 @@ def with_agent(options: RunOptions) -> RunOptions:
     are the union (a request can widen the approval gate, never narrow it). Unknown agent: InvalidRequest."""
     if options.agent is None:
         return options
-    from agents.models import Agent
-
     agent = Agent.objects.filter(name=options.agent).first()
     if agent is None:
         known = ", ".join(Agent.objects.order_by("name").values_list("name", flat=True)[:20]) or "none yet"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 
 import pytest
@@ -14,3 +15,17 @@ def _agents_log_level():
     level = logger.level
     yield
     logger.setLevel(level)
+
+
+@pytest.fixture
+def admin(db):
+    """The CLI's default owner, as `ensure_admin` creates it."""
+    from tests.integration._support import quick_user
+
+    return quick_user("admin", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def no_tty(monkeypatch):
+    """No terminal to ask on (stdin is empty)."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))

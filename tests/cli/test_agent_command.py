@@ -29,17 +29,6 @@ STEP_KEYS = {
 DDG_ANSWER = {"Heading": "X", "AbstractText": "X is the 24th letter.", "AbstractURL": "https://example.org/x"}
 
 
-@pytest.fixture
-def admin(db):
-    """The CLI's default owner, as `ensure_admin` creates it."""
-    return quick_user("admin", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
-def no_tty(monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-
-
 def agent(*args: str) -> tuple[int, str, str]:
     """call_command('agent', …): (exit code, stdout, stderr). CommandError propagates (its returncode is checked)."""
     out, err = io.StringIO(), io.StringIO()

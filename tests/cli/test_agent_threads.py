@@ -21,17 +21,6 @@ ADD = "and add 2"
 CONTINUE = re.compile(r"^Continue this conversation with: --thread (\S+)$", re.MULTILINE)
 
 
-@pytest.fixture
-def admin(db):
-    """The CLI's default owner, as `ensure_admin` creates it."""
-    return quick_user("admin", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
-def no_tty(monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-
-
 def agent(*args: str, **options) -> tuple[int, str, str]:
     """call_command('agent', …): (exit code, stdout, stderr). CommandError propagates (its returncode is checked)."""
     out, err = io.StringIO(), io.StringIO()
