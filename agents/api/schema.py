@@ -111,6 +111,21 @@ class RunCreateSerializerExtension(OpenApiSerializerExtension):
         return schema
 
 
+class AdvanceSerializerExtension(OpenApiSerializerExtension):
+    """An advance body is the one-call decision (`approval`, `arguments`, `reason`) or the batch (`decisions`), never
+    both at once: a body naming `decisions` and any of the others is a 400."""
+
+    target_class = "agents.api.views.AdvanceSerializer"
+
+    def map_serializer(self, auto_schema, direction) -> dict:
+        from agents.api.views import SINGLE_DECISION
+
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            schema["not"] = {"anyOf": [{"required": ["decisions", name]} for name in SINGLE_DECISION]}
+        return schema
+
+
 ERROR_SCHEMA = {
     "type": "object",
     "additionalProperties": {},

@@ -58,6 +58,9 @@ class DecisionSerializer(serializers.Serializer):
     reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
 
 
+SINGLE_DECISION = ("approval", "arguments", "reason")  # the one-call form of a decision; `decisions` is the batch
+
+
 class AdvanceSerializer(serializers.Serializer):
     approval = StrictBooleanField(required=False, allow_null=True, default=None)
     arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
@@ -71,12 +74,13 @@ class AdvanceSerializer(serializers.Serializer):
     )
 
     def validate(self, data: dict) -> dict:
+        sent = self.initial_data if isinstance(self.initial_data, dict) else {}
+        mixed = [k for k in SINGLE_DECISION if k in sent] if "decisions" in sent else []
+        if mixed:  # the schema says the same (`not` both forms at once), null or not
+            raise ValidationError({"decisions": [f"Send decisions or {', '.join(mixed)}, not both."]})
         if data.get("decisions") is not None:
             if not data["decisions"]:
                 raise ValidationError({"decisions": ["Give at least one decision."]})
-            mixed = [k for k in ("approval", "arguments", "reason") if data.get(k) is not None]
-            if mixed:
-                raise ValidationError({"decisions": [f"Send decisions or {', '.join(mixed)}, not both."]})
             data["decisions"] = [
                 {"call_id": d["call_id"], "approved": d["approval"], "arguments": d["arguments"], "reason": d["reason"]}
                 for d in data["decisions"]

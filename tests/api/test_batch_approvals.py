@@ -145,11 +145,12 @@ def test_a_bad_batch_is_400_and_records_nothing(api, model, reviewer, decisions,
     [
         {"decisions": []},
         {"decisions": [{"call_id": "c1", "approval": True}], "approval": True},
+        {"decisions": [{"call_id": "c1", "approval": True}], "reason": None},  # named at all, as the schema says
         {"decisions": [{"call_id": "c1"}]},
         {"decisions": [{"call_id": 1, "approval": True}]},
         {"decisions": {"c1": True}},
     ],
-    ids=["empty", "mixed", "no-approval", "numeric-id", "not-a-list"],
+    ids=["empty", "mixed", "mixed-null", "no-approval", "numeric-id", "not-a-list"],
 )
 def test_a_malformed_decisions_body_is_400(api, model, reviewer, body):
     run = paused_three(api, model)
