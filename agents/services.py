@@ -170,6 +170,9 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: 
     return run
 
 
+# The bounds of a run's settings, for a request (agents.api.serializers) and an agent (agent_problems) alike.
+RUN_LIMITS = {"max_turns": (1, 50), "timeout_s": (1, 600), "temperature": (0, 2), "max_output_tokens": (1, 32000)}
+
 AGENT_FIELDS = (
     "instructions", "provider", "model", "protocol", "tools", "max_turns", "timeout_s", "temperature",
     "max_output_tokens", "output_schema",
@@ -213,8 +216,7 @@ def agent_problems(agent) -> dict[str, list[str]]:
             _tool_names(names, field)
         except InvalidRequest as exc:
             problems.update(exc.detail)
-    limits = {"max_turns": (1, 50), "timeout_s": (1, 600), "temperature": (0, 2), "max_output_tokens": (1, 32000)}
-    for field, (low, high) in limits.items():
+    for field, (low, high) in RUN_LIMITS.items():
         value = getattr(agent, field)
         if value is not None and not low <= value <= high:
             problems[field] = [f"Must be between {low} and {high}."]

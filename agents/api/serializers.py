@@ -11,6 +11,7 @@ from rest_framework import serializers
 import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
 from agents import selectors
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
+from agents.services import RUN_LIMITS
 
 _JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
 
@@ -230,15 +231,21 @@ class RunDetailSerializer(RunSerializer):
         return data
 
 
+def _bounds(name: str) -> dict:
+    """min_value and max_value of a run setting, as the services bound it (one table for requests and agents)."""
+    low, high = RUN_LIMITS[name]
+    return {"min_value": low, "max_value": high}
+
+
 class RunCreateSerializer(serializers.Serializer):
     input = StrictCharField(min_length=1)
     mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
     protocol = StrictChoiceField(choices=RunProtocol.choices, required=False)
     provider = StrictCharField(max_length=32, required=False)
     model = StrictCharField(max_length=200, required=False)
-    max_turns = StrictIntegerField(min_value=1, max_value=50, required=False, help_text="Default: the agent's, or 8.")
+    max_turns = StrictIntegerField(**_bounds("max_turns"), required=False, help_text="Default: the agent's, or 8.")
     max_reflections = StrictIntegerField(min_value=0, max_value=5, default=0)
-    timeout_s = StrictFloatField(min_value=1, max_value=600, required=False, help_text="Default: the agent's, or 60.")
+    timeout_s = StrictFloatField(**_bounds("timeout_s"), required=False, help_text="Default: the agent's, or 60.")
     tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
     sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
     approval_ttl_s = StrictIntegerField(
@@ -246,8 +253,8 @@ class RunCreateSerializer(serializers.Serializer):
     )
     agent = StrictCharField(max_length=64, required=False, help_text="Start from this agent's configuration.")
     instructions = StrictCharField(max_length=8000, required=False, allow_blank=True)
-    temperature = StrictFloatField(min_value=0, max_value=2, required=False)
-    max_output_tokens = StrictIntegerField(min_value=1, max_value=32000, required=False)
+    temperature = StrictFloatField(**_bounds("temperature"), required=False)
+    max_output_tokens = StrictIntegerField(**_bounds("max_output_tokens"), required=False)
     output_schema = NulFreeDictField(required=False, help_text="A JSON Schema the final answer must satisfy.")
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
 
@@ -320,8 +327,8 @@ class SeedRunSerializer(serializers.Serializer):
     """The seed body (the view validates it with RunCreateSerializer: the bounds here say the same)."""
 
     input = StrictCharField(min_length=1)
-    max_turns = StrictIntegerField(min_value=1, max_value=50, required=False)
-    timeout_s = StrictFloatField(min_value=1, max_value=600, required=False)
+    max_turns = StrictIntegerField(**_bounds("max_turns"), required=False)
+    timeout_s = StrictFloatField(**_bounds("timeout_s"), required=False)
 
     def get_fields(self) -> dict:
         return with_input_limit(super().get_fields())
