@@ -3,13 +3,15 @@ append its steps).
 
 Part of the services layer (called inside their transactions, never on its own). A unit's commit runs five times
 in a three-turn run; building these statements through the ORM each time (filter trees, compilers, quoting) cost
-more CPU than the model call's HTTP round trip. Values still go through each field's own `get_db_prep_save`, so
-they are adapted exactly as the ORM would adapt them (UUIDs, datetimes, JSON).
+more CPU than the model call's HTTP round trip. Values that need adapting (UUIDs, datetimes, JSON) still go through
+their field's own `get_db_prep_save`, so they are stored exactly as the ORM would store them; text and number columns
+are passed as they are, as the ORM's own preparation would leave them.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable, Sequence
+from functools import cache, partial
 from typing import Any
 
 from django.db import connection, transaction
@@ -22,6 +24,30 @@ RUN_COLUMNS = (
     "output_json",
 )  # fmt: skip
 STEP_COLUMNS = ("run", "index", "kind", "data", "latency_ms", "created_at")
+# Columns whose stored value is the Python value itself: the ORM's preparation of these is an identity for the str,
+# int, float and None the engine produces, so the hot path skips it.
+PLAIN_TYPES = frozenset({
+    "CharField", "TextField", "IntegerField", "SmallIntegerField", "BigIntegerField", "PositiveIntegerField",
+    "PositiveSmallIntegerField", "PositiveBigIntegerField", "FloatField",
+})  # fmt: skip
+
+Adapter = Callable[[Any], Any] | None  # None: stored as it is
+
+
+def _adapter(field) -> Adapter:
+    if field.get_internal_type() in PLAIN_TYPES:
+        return None
+    return partial(field.get_db_prep_save, connection=connection)
+
+
+@cache
+def _adapters(model, columns: tuple[str, ...], vendor: str) -> tuple[Adapter, ...]:
+    """Each column's adapter, looked up once per database (vendor) rather than per value."""
+    return tuple(_adapter(model._meta.get_field(c)) for c in columns)
+
+
+def _adapt(values: Sequence[Any], adapters: tuple[Adapter, ...]) -> list[Any]:
+    return [v if a is None or v is None else a(v) for v, a in zip(values, adapters, strict=True)]
 
 
 @cache
@@ -47,16 +73,19 @@ def _insert_run_sql(vendor: str) -> str:
     return f"INSERT INTO {q(Run._meta.db_table)} ({columns}) VALUES ({marks})"  # noqa: S608 - our own table
 
 
+@cache
+def _run_attnames() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    fields = Run._meta.concrete_fields
+    return tuple(f.name for f in fields), tuple(f.attname for f in fields)
+
+
 def insert_run(run: Run) -> None:
     """Insert a new run row: the model's constructor applied every default; created/updated are set by the caller."""
-    params = [f.get_db_prep_save(getattr(run, f.attname), connection) for f in Run._meta.concrete_fields]
+    names, attnames = _run_attnames()
+    params = _adapt([getattr(run, a) for a in attnames], _adapters(Run, names, connection.vendor))
     with connection.cursor() as cursor:
         cursor.execute(_insert_run_sql(connection.vendor), params)
     run._state.adding, run._state.db = False, connection.alias
-
-
-def _prep(model, name: str, value: Any) -> Any:
-    return model._meta.get_field(name).get_db_prep_save(value, connection)
 
 
 def update_held_run(run_id, token: str, fields: dict[str, Any]) -> bool:
@@ -68,10 +97,15 @@ def update_held_run(run_id, token: str, fields: dict[str, Any]) -> bool:
 
 def _update_params(run_id, token: str, fields: dict[str, Any]) -> list[Any]:
     """The parameters of `_update_sql`: the run's columns, then its id, the lease token and the done status."""
-    return [_prep(Run, c, fields[c]) for c in RUN_COLUMNS] + [_prep(Run, "id", run_id), token, RunStatus.DONE.value]
+    vendor = connection.vendor
+    values = _adapt([fields[c] for c in RUN_COLUMNS], _adapters(Run, RUN_COLUMNS, vendor))
+    return values + _adapt([run_id], _adapters(Run, ("id",), vendor)) + [token, RunStatus.DONE.value]
 
 
-def insert_steps(steps: list[Step]) -> None:
+StepValues = tuple[Any, int, str, dict, int, Any]  # the STEP_COLUMNS of one step: run id, index, kind, data, ...
+
+
+def insert_steps(steps: list[StepValues]) -> None:
     """Append step rows in one INSERT (the unique (run, index) constraint refuses a doubled step)."""
     if not steps:
         return
@@ -81,17 +115,10 @@ def insert_steps(steps: list[Step]) -> None:
         cursor.execute(sql, _step_params(steps))
 
 
-def _step_params(steps: list[Step]) -> list[Any]:
-    params: list[Any] = []
+def _step_params(steps: list[StepValues]) -> list[Any]:
+    adapters, params = _adapters(Step, STEP_COLUMNS, connection.vendor), []
     for step in steps:
-        params += [
-            _prep(Step, "run", step.run_id),
-            step.index,
-            step.kind,
-            _prep(Step, "data", step.data),
-            step.latency_ms,
-            _prep(Step, "created_at", step.created_at),
-        ]
+        params += _adapt(step, adapters)
     return params
 
 
@@ -112,7 +139,9 @@ def _commit_sql(vendor: str, steps: int, notify: bool) -> str:
     return f"WITH {', '.join(ctes)} SELECT count(*){ring} FROM u"
 
 
-def commit_unit(run_id, token: str, fields: dict[str, Any], steps: list[Step], *, notify: str | None = None) -> bool:
+def commit_unit(
+    run_id, token: str, fields: dict[str, Any], steps: list[StepValues], *, notify: str | None = None
+) -> bool:
     """Update the held run and append its new steps atomically; False (and nothing appended) when the run is no
     longer held by `token` or is done. A doubled step raises IntegrityError.
 

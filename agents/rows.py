@@ -72,15 +72,19 @@ def structured_output(state: RunState):
     return json.loads(state.output)
 
 
+STEP_OWN_COLUMNS = frozenset({"index", "kind", "latency_ms"})  # an event's other keys are the step's `data`
+
+
+def step_data(event: dict) -> dict:
+    return {k: v for k, v in event.items() if k not in STEP_OWN_COLUMNS}
+
+
 def step_rows(run: Run, events: Iterable[dict]) -> list[Step]:
-    skip = {"index", "kind", "latency_ms"}
     return [
-        Step(
-            run=run,
-            index=e["index"],
-            kind=e["kind"],
-            latency_ms=e["latency_ms"],
-            data={k: v for k, v in e.items() if k not in skip},
-        )
-        for e in events
+        Step(run=run, index=e["index"], kind=e["kind"], latency_ms=e["latency_ms"], data=step_data(e)) for e in events
     ]
+
+
+def step_values(run_id, events: Iterable[dict], created_at: datetime) -> list[tuple]:
+    """A unit's new steps as the values of `persist.STEP_COLUMNS`, for the hot path's own INSERT (no model objects)."""
+    return [(run_id, e["index"], e["kind"], step_data(e), e["latency_ms"], created_at) for e in events]

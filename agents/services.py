@@ -748,9 +748,7 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     if not release:
         lease = {"lease_owner": held.token, "lease_expires": leases.until()}
     fields |= lease
-    new_steps = rows.step_rows(run, [_storable(e) for e in events])
-    for step in new_steps:
-        step.created_at = now
+    new_steps = rows.step_values(run.pk, [_storable(e) for e in events], now)
     rings = doorbell.kind() == "postgres" and connection.vendor == "postgresql"  # the commit NOTIFYs, no round trip
     try:
         if not persist.commit_unit(run.pk, held.token, fields, new_steps, notify=doorbell.CHANNEL if rings else None):

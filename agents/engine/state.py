@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents.engine.types import Status, StopReason, Usage
@@ -53,8 +53,13 @@ class RunState:
         return cls(**values)
 
     def copy(self) -> RunState:
-        """A new state sharing the (never mutated) step dicts: O(steps) pointers, not a deep copy."""
-        return replace(self, tools=list(self.tools), sensitive_tools=list(self.sensitive_tools), steps=list(self.steps))
+        """A new state sharing the (never mutated) step dicts: O(steps) pointers, not a deep copy. The fields are
+        copied as they are, without the `__init__` that `dataclasses.replace` runs (a fifth of its time), then the
+        lists the engine appends to are copied."""
+        new = object.__new__(RunState)
+        new.__dict__.update(self.__dict__)
+        new.tools, new.sensitive_tools, new.steps = list(self.tools), list(self.sensitive_tools), list(self.steps)
+        return new
 
     @property
     def usage(self) -> Usage:
