@@ -12,14 +12,13 @@ writes in autocommit mode; inside a transaction the lock is already held. Withou
 
 Django's cursor also rewrites every query from `%s` to `?` with a regular expression, on every execute: about 2 %
 of a worker's CPU on the hot path, where the same few statements run again and again. The cursor here keeps the
-rewritten text of recent queries (an LRU cache), so each distinct statement is rewritten once per process.
+text Django rewrote for each distinct query (up to a bound), so each statement is rewritten once per process.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from functools import lru_cache
 
 from django.db.backends.sqlite3 import base
 
@@ -32,16 +31,20 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
     return "database is locked" in str(exc)
 
 
-@lru_cache(maxsize=1024)
-def _qmark(query: str) -> str:
-    return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
+CONVERTED_MAX = 1024  # distinct "format" queries kept; past that the cache starts again (queries built per call)
+_converted: dict[str, str] = {}
 
 
 class CursorWrapper(base.SQLiteCursorWrapper):
     def convert_query(self, query, *, param_names=None):
-        if param_names is None:  # "format" style (%s), as Django's own, rewritten once per distinct query
-            return _qmark(query)
-        return super().convert_query(query, param_names=param_names)
+        if param_names is not None:  # "pyformat" (named) parameters: Django's own conversion, which is cheap
+            return super().convert_query(query, param_names=param_names)
+        converted = _converted.get(query)
+        if converted is None:  # Django's own rewriting, once per distinct query
+            if len(_converted) >= CONVERTED_MAX:
+                _converted.clear()
+            converted = _converted[query] = super().convert_query(query)
+        return converted
 
 
 class GreenCursorWrapper(CursorWrapper):
