@@ -8,7 +8,10 @@ was most of the throughput lost on SQLite.
 So under gevent the connection's own timeout is 0 (SQLite answers "database is locked" at once) and the cursor waits
 for the lock itself, with `gevent.sleep` between tries (0.5 ms, doubling up to 20 ms) until the configured `timeout`
 has passed. Only statements that take the lock are retried: `BEGIN IMMEDIATE` (every transaction here), and
-writes in autocommit mode; inside a transaction the lock is already held. Without gevent nothing changes.
+writes in autocommit mode; inside a transaction the lock is already held. Opening a connection waits the same way:
+its `PRAGMA journal_mode=WAL` can find the file busy (another process checkpointing, or a writer in rollback-journal
+mode), which with a timeout of 0 was a 500 on the first requests of a freshly started server under load. Without
+gevent nothing changes.
 
 Django's cursor also rewrites every query from `%s` to `?` with a regular expression, on every execute: about 2 %
 of a worker's CPU on the hot path, where the same few statements run again and again. The cursor here keeps the
@@ -35,6 +38,26 @@ CONVERTED_MAX = 1024  # distinct "format" queries kept; past that the cache star
 _converted: dict[str, str] = {}
 
 
+def wait_for_lock(attempt, timeout_s: float, holds_lock=lambda: False):
+    """attempt() until it does not find the database locked, yielding to other greenlets between tries, for at most
+    timeout_s; a lock error is raised at once when the caller already holds the lock (retrying cannot help)."""
+    deadline, pause = None, FIRST_PAUSE_S
+    while True:
+        try:
+            return attempt()
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc) or holds_lock():
+                raise
+            now = time.monotonic()
+            deadline = deadline or now + timeout_s
+            if now >= deadline:
+                raise
+            import gevent
+
+            gevent.sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE_S)
+
+
 class CursorWrapper(base.SQLiteCursorWrapper):
     def convert_query(self, query, *, param_names=None):
         if param_names is not None:  # "pyformat" (named) parameters: Django's own conversion, which is cheap
@@ -57,21 +80,7 @@ class GreenCursorWrapper(CursorWrapper):
         return self._waiting(super().executemany, query, param_list)
 
     def _waiting(self, run, query, params):
-        deadline, pause = None, FIRST_PAUSE_S
-        while True:
-            try:
-                return run(query, params)
-            except sqlite3.OperationalError as exc:
-                if not _locked(exc) or self.connection.in_transaction:
-                    raise
-                now = time.monotonic()
-                deadline = deadline or now + self.lock_timeout_s
-                if now >= deadline:
-                    raise
-                import gevent
-
-                gevent.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE_S)
+        return wait_for_lock(lambda: run(query, params), self.lock_timeout_s, lambda: self.connection.in_transaction)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -84,6 +93,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._green_timeout_s = float(params.get("timeout", 5))
             params["timeout"] = 0  # "database is locked" at once: the cursor waits, yielding to other greenlets
         return params
+
+    def get_new_connection(self, conn_params):
+        if not self._green_timeout_s:
+            return super().get_new_connection(conn_params)
+        return wait_for_lock(
+            lambda: super(DatabaseWrapper, self).get_new_connection(conn_params), self._green_timeout_s
+        )
 
     def create_cursor(self, name=None):
         if not self._green_timeout_s:

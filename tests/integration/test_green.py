@@ -173,3 +173,54 @@ def test_waiting_for_sqlites_write_lock_lets_other_greenlets_run(tmp_path):
     assert 0.3 <= float(waited) < 3  # it waited for the lock, then got it
     assert int(rows) == 1
     assert int(ticks) >= 30  # another greenlet ran every ~2 ms throughout the wait (the process never stalled)
+
+
+CONNECT = """
+from gevent import monkey; monkey.patch_all()
+import os, sqlite3, time, django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
+django.setup()
+import gevent
+from django.db import connection
+
+other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)  # another process, a writer
+other.execute("CREATE TABLE t (x INTEGER)")  # the file is still in rollback-journal mode
+other.execute("BEGIN IMMEDIATE")  # switching it to WAL (our init_command) must wait for this lock
+ticks, opened = [], []
+
+def ticker():
+    while not opened:
+        ticks.append(time.monotonic())
+        gevent.sleep(0.002)
+
+def request():
+    with connection.cursor() as cursor:  # opens the connection: PRAGMA journal_mode=WAL
+        cursor.execute("SELECT count(*) FROM t")
+        opened.append((time.monotonic(), cursor.fetchone()[0]))
+        cursor.execute("PRAGMA journal_mode")
+        opened.append(cursor.fetchone()[0])
+
+started = time.monotonic()
+t, r = gevent.spawn(ticker), gevent.spawn(request)
+gevent.sleep(0.3)
+other.execute("COMMIT")
+r.join(5); t.join(1)
+during = sum(1 for at in ticks if at < started + 0.3)
+print(f"{opened[0][0] - started:.3f} {opened[0][1]} {opened[1]} {during}")
+"""
+
+
+def test_opening_a_connection_while_the_file_is_locked_waits_and_lets_other_greenlets_run(tmp_path):
+    """A connection opened while another process holds the lock its `PRAGMA journal_mode=WAL` needs waits for the lock
+    (it used to fail at once with "database is locked": a 500 on the first requests of a server started under load),
+    and other greenlets keep running meanwhile."""
+    env = clean_env(DEBUG="1", DATABASE_URL=f"sqlite:///{tmp_path / 'c.sqlite3'}")
+    proc = subprocess.run(
+        [sys.executable, "-c", CONNECT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    waited, rows, mode, ticks = proc.stdout.split()[-4:]
+    assert 0.3 <= float(waited) < 3  # it waited for the lock, then opened
+    assert (rows, mode) == ("0", "wal")
+    assert int(ticks) >= 30  # the process kept running while it waited
