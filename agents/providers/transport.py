@@ -9,6 +9,12 @@ This is httpx's own `HTTPTransport` (exception mapping, streams, proxies untouch
 built with a network backend (httpcore's public hook) whose streams answer that probe with the operating system's
 `poll(2)` (gevent keeps the original; timeout 0, so it never blocks). Where httpx's layout is not the expected one,
 the transport stays exactly httpx's (tests/providers check that the probe is in use).
+
+The same streams also coalesce a request's writes. httpcore writes the request head and then the body, each with
+its own `send`; a model call's request is a few kilobytes, and each `send` under gevent is a syscall plus the
+socket wrapper's bookkeeping (about 5 % of a worker's CPU for two sends per call, py-spy, instant model). The
+stream holds what is written until the response is read (or the held bytes pass COALESCE_MAX), then sends it at
+once: one `send` per call. A request is never held past the moment httpcore waits for its answer.
 """
 
 from __future__ import annotations
@@ -40,22 +46,44 @@ def readable(sock: Any) -> bool:
     return bool(poller.poll(0))
 
 
+COALESCE_MAX = 64 * 1024  # bytes held before they are sent anyway (a large request body streams as it is written)
+
+
 class _Stream(httpcore2.NetworkStream):
     def __init__(self, inner: httpcore2.NetworkStream) -> None:
         self._inner = inner
+        self._held: list[bytes] = []
+        self._held_size = 0
+        self._timeout: float | None = None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._held:
+            self._flush()
         return self._inner.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, timeout)
+        if not buffer:
+            return
+        self._held.append(buffer)
+        self._held_size += len(buffer)
+        self._timeout = timeout
+        if self._held_size > COALESCE_MAX:
+            self._flush()
+
+    def _flush(self) -> None:
+        data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+        self._held, self._held_size = [], 0
+        self._inner.write(data, self._timeout)
 
     def close(self) -> None:
+        self._held, self._held_size = [], 0
         self._inner.close()
 
     def start_tls(
         self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore2.NetworkStream:
+        if self._held:
+            self._flush()
         return _Stream(self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:

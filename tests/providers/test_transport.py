@@ -148,3 +148,68 @@ def test_under_gevent_the_probe_is_the_operating_systems_poll():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["False", "True"]
+
+
+class Recording(transport.httpcore2.NetworkStream):
+    """A network stream that records what reaches the socket, and answers reads from a script."""
+
+    def __init__(self, replies: list[bytes] | None = None) -> None:
+        self.events: list[tuple[str, bytes]] = []
+        self.replies = list(replies or [])
+
+    def write(self, buffer, timeout=None) -> None:
+        self.events.append(("send", bytes(buffer)))
+
+    def read(self, max_bytes, timeout=None) -> bytes:
+        self.events.append(("recv", b""))
+        return self.replies.pop(0) if self.replies else b""
+
+    def close(self) -> None:
+        self.events.append(("close", b""))
+
+
+def test_a_requests_head_and_body_reach_the_socket_in_one_send_before_the_answer_is_read():
+    inner = Recording([b"HTTP/1.1 200 OK\r\n"])
+    stream = transport._Stream(inner)
+
+    stream.write(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n", 5.0)
+    stream.write(b"", 5.0)  # h11's end of message with a known length: nothing
+    stream.write(b"{}", 5.0)
+    assert inner.events == []  # held until the answer is wanted
+    assert stream.read(65536, 5.0) == b"HTTP/1.1 200 OK\r\n"
+    stream.read(65536, 5.0)
+
+    assert inner.events == [
+        ("send", b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"),
+        ("recv", b""),
+        ("recv", b""),
+    ]
+
+
+def test_a_large_body_is_sent_as_it_is_written_and_a_closed_stream_sends_nothing_held():
+    inner = Recording()
+    stream = transport._Stream(inner)
+    head, chunk = b"POST / HTTP/1.1\r\n\r\n", b"x" * transport.COALESCE_MAX
+
+    stream.write(head)
+    stream.write(chunk)  # past the bound: sent now, with the head
+    stream.write(b"tail")
+    stream.close()  # what is still held is dropped with the connection
+
+    assert inner.events == [("send", head + chunk), ("close", b"")]
+
+
+def test_each_sdk_call_is_one_send_and_the_server_gets_it_whole(openai_env, monkeypatch):
+    sends: list[int] = []
+    real = transport._Stream._flush
+    monkeypatch.setattr(transport._Stream, "_flush", lambda self: sends.append(self._held_size) or real(self))
+    openai_env.add("POST", OPENAI_PATH, json=llm.openai_text("ok"), repeat=True)
+    provider = OpenAIProvider()
+    request = llm.request()
+
+    for _ in range(3):
+        assert provider.complete(request).text == "ok"
+
+    assert len(sends) == 3  # one send per call: head and body together
+    assert len(openai_env.requests) == 3
+    assert all(r.json()["messages"] for r in openai_env.requests)  # each body arrived whole
