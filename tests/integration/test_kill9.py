@@ -22,7 +22,11 @@ from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
-LEASE_S = "1"  # the processes' AGENT_LEASE_S: a dead worker's run is taken over within a few seconds
+LEASE_S = "1"  # the drivers' AGENT_LEASE_S: a killed driver's run is taken over within a few seconds
+# The workers that take over hold their leases longer: on a loaded 2-core CI machine a 1 s lease can lapse under a
+# live worker (its keeper starved for a second), and another worker then rightly asks again for a reply that was
+# never committed, which this test could not tell from a repeated committed one.
+WORKER_LEASE_S = "5"
 
 
 class Script:
@@ -80,7 +84,8 @@ def kill_and_take_over(driver: subprocess.Popen, busy: threading.Event, run: Run
         assert busy.wait(30), "the driver never got busy"
         driver.send_signal(signal.SIGKILL)
         driver.wait(10)
-        worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=environ)
+        worker_env = environ | {"AGENT_LEASE_S": WORKER_LEASE_S}
+        worker = subprocess.Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=worker_env)
         return wait_done(run.pk, 60)
     finally:
         for proc in (driver, worker):
@@ -390,7 +395,8 @@ def kill_them_all(stub, case: str, kills: int, modes: tuple[str, ...], takeover_
             watchers[-1].start()
         kill_at_their_kill_points(drivers, stubs)
         started = time.monotonic()
-        workers = [Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=environ) for _ in "ab"]
+        worker_env = environ | {"AGENT_LEASE_S": WORKER_LEASE_S}
+        workers = [Popen([PYTHON, MANAGE, "run_worker", "--interval", "0.1"], cwd=ROOT, env=worker_env) for _ in "ab"]
         ids = [p.run_id for p in runs]
         while Run.objects.filter(pk__in=ids).exclude(status="done").exists():
             if time.monotonic() - started > takeover_s:
