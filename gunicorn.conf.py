@@ -18,7 +18,8 @@ threads = int(os.environ.get("GUNICORN_THREADS", "4"))  # gthread only
 timeout = 660  # > the largest timeout_s (600 s) plus a margin for committing the last step
 graceful_timeout = 30
 keepalive = 5
-accesslog = "-"
+# No plain-text access line: the app logs each request as one JSON line with its request id (LOG_REQUESTS, settings).
+accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None  # "-" brings gunicorn's own line back (to stdout)
 errorlog = "-"
 # gunicorn 27 puts every instance's control socket at one per-user path, so a second gunicorn on the host (the
 # benchmark, the tests, another checkout) would take it over and delete it on exit. We don't use gunicornc.

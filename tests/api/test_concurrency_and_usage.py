@@ -161,3 +161,50 @@ def test_log_lines_carry_the_request_id(api):
     ours = [r for r in handler.records if r.name.startswith("agents")]
     assert ours, [r.name for r in handler.records]
     assert {r.request_id for r in ours} == {"trace-77"}
+
+
+@pytest.mark.django_db
+def test_each_request_is_one_json_log_line_with_its_request_id(api, settings):
+    """One INFO line per request (django-log-request-id's LOG_REQUESTS), JSON through the project's formatter, with
+    the request id; a rejected request gets its line too. gunicorn's plain-text access line is off by default."""
+    import json
+
+    from django.utils.module_loading import import_string
+
+    handler = _Collect()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        created = api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_X_REQUEST_ID="trace-78")
+        rejected = api.post(RUNS, {"input": ""}, format="json", HTTP_X_REQUEST_ID="trace-79")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+    assert (created.status_code, rejected.status_code) == (201, 400)
+    lines = [r for r in handler.records if r.name == "log_request_id.middleware"]
+    user = Run.objects.get().owner_id
+    assert [(r.request_id, r.getMessage()) for r in lines] == [
+        ("trace-78", f"method=POST path=/api/v1/runs status=201 user={user}"),
+        ("trace-79", f"method=POST path=/api/v1/runs status=400 user={user}"),
+    ]
+    spec = settings.LOGGING["formatters"]["json"]  # the console handler's formatter
+    formatter = import_string(spec["()"])(spec["fmt"])
+    line = json.loads(formatter.format(lines[0]))
+    assert (line["levelname"], line["request_id"], line["message"]) == (
+        "INFO",
+        "trace-78",
+        f"method=POST path=/api/v1/runs status=201 user={user}",
+    )
+
+
+def test_gunicorn_logs_no_access_line_unless_asked(monkeypatch):
+    import runpy
+
+    from django.conf import settings
+
+    monkeypatch.delenv("GUNICORN_ACCESSLOG", raising=False)
+    assert runpy.run_path(str(settings.BASE_DIR / "gunicorn.conf.py"))["accesslog"] is None
+    monkeypatch.setenv("GUNICORN_ACCESSLOG", "-")
+    assert runpy.run_path(str(settings.BASE_DIR / "gunicorn.conf.py"))["accesslog"] == "-"

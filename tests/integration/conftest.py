@@ -64,6 +64,8 @@ def gunicorn(django_db_setup, tmp_path_factory):
             "2",
             "--bind",
             f"127.0.0.1:{port}",
+            "--access-logfile",
+            "-",
             "--access-logformat",
             '%(p)s "%(r)s" %(s)s',
             "--no-control-socket",  # not ~/.gunicorn/gunicorn.ctl: that one belongs to any other gunicorn here
