@@ -357,3 +357,27 @@ def test_form_encoded_body_is_unsupported(api):
     response = api.post(RUNS, data="input=hi", content_type="application/x-www-form-urlencoded")
     assert response.status_code == 415
     assert run_count() == before
+
+
+def test_each_create_validates_with_fields_of_its_own(settings):
+    """The create serializer's fields are shallow copies made per request (not DRF's deep copy): each is a new
+    instance of the declared field's class with the same attributes, bound to its own serializer, and binding it
+    leaves the declared field untouched; the input bound follows AGENT_MAX_INPUT_CHARS as it is now."""
+    import copy
+
+    from agents.api.serializers import RunCreateSerializer, shallow
+
+    declared = RunCreateSerializer._declared_fields
+    for field in declared.values():
+        twin = shallow(field)
+        assert type(twin) is type(field) and twin is not field
+        assert twin.__dict__ == copy.copy(field).__dict__
+    first, second = RunCreateSerializer(data={"input": "a"}), RunCreateSerializer(data={"input": "b"})
+    assert first.fields["mode"] is not second.fields["mode"]
+    assert (first.fields["mode"].parent, second.fields["mode"].parent) == (first, second)
+    assert getattr(declared["mode"], "parent", None) not in (first, second)
+    settings.AGENT_MAX_INPUT_CHARS = 7
+    short = RunCreateSerializer(data={"input": "x" * 8})
+    assert not short.is_valid() and "7" in str(short.errors["input"][0])
+    settings.AGENT_MAX_INPUT_CHARS = 8
+    assert RunCreateSerializer(data={"input": "x" * 8}).is_valid()
