@@ -26,12 +26,19 @@ from typing import Any
 import httpcore2
 import httpx2
 
+_original_poll: Any = None
+
 
 def _os_poll() -> Any:
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is not None and monkey.is_module_patched("select"):
-        return monkey.get_original("select", "poll")
-    return select.poll
+    """The operating system's `select.poll`, looked up once (patched or not, the original stays the original)."""
+    global _original_poll
+    if _original_poll is None:
+        monkey = sys.modules.get("gevent.monkey")
+        if monkey is not None and monkey.is_module_patched("select"):
+            _original_poll = monkey.get_original("select", "poll")
+        else:
+            _original_poll = select.poll
+    return _original_poll
 
 
 def readable(sock: Any) -> bool:
