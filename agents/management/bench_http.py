@@ -125,7 +125,7 @@ class Gunicorn:
             f"127.0.0.1:{self.port}",
         ]
         self.proc = subprocess.Popen(
-            [*command, "--access-logfile", "/dev/null", "reactsite.wsgi"],
+            [*command, "reactsite.wsgi"],  # no access line: gunicorn.conf.py leaves it off
             cwd=root, env={**os.environ, **self.env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         threading.Thread(target=self._read_log, daemon=True).start()
