@@ -174,8 +174,8 @@ LOG_REQUEST_ID_HEADER = "HTTP_X_REQUEST_ID"
 GENERATE_REQUEST_ID_IF_NOT_IN_HEADER = True
 REQUEST_ID_RESPONSE_HEADER = "X-Request-ID"
 NO_REQUEST_ID = "none"
-# One JSON line per request (django-log-request-id: method, path, status, and the user on session requests), with
-# its request id, in place of gunicorn's plain-text access line (off by default: gunicorn.conf.py).
+# One JSON line per request (django-log-request-id: method, path, status and the user's id), with its request id,
+# in place of gunicorn's plain-text access line (off by default: gunicorn.conf.py).
 LOG_REQUESTS = env.bool("LOG_REQUESTS", default=True)
 
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")

@@ -23,9 +23,9 @@ from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LEASE_S = "1"  # the drivers' AGENT_LEASE_S: a killed driver's run is taken over within a few seconds
-# The workers that take over hold their leases longer: on a loaded 2-core CI machine a 1 s lease can lapse under a
-# live worker (its keeper starved for a second), and another worker then rightly asks again for a reply that was
-# never committed, which this test could not tell from a repeated committed one.
+# The workers that take over hold their leases longer. On a loaded 2-core CI machine a 1 s lease lapsed under a live
+# worker (between its claim of a run's task and its first renewal, two seconds passed), the other worker's sweep
+# rightly took the run, and asked again for a reply that was never committed: allowed, but this test counts calls.
 WORKER_LEASE_S = "5"
 
 
