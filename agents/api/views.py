@@ -104,6 +104,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     filterset_class = RunFilter
     lookup_value_regex = "[^/]+"
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and isinstance(response.accepted_renderer, EventStreamRenderer):
+            # An error of the events route (401, 404, 406, 429): its body is JSON, and its Content-Type says so.
+            response.accepted_renderer, response.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return response
+
     def get_queryset(self):
         runs = visible_runs(self.request.user).order_by("-created_at").defer("history")  # only the engine reads it
         if self.action == "retrieve":

@@ -91,3 +91,23 @@ def test_live_steps_arrive_as_another_worker_advances_the_run():
     # the stream saw the run running first (after the replayed steps), then done
     assert events.index("run") == 2 and frames[2]["data"]["status"] == "running"
     assert events[-2:] == ["run", "done"] and frames[-1]["data"]["output"] == "85"
+
+
+@pytest.mark.parametrize("accept", ["text/event-stream", "application/json", "*/*", "text/html"])
+def test_errors_of_the_stream_are_json_and_labelled_so(api, accept):
+    """A stream that cannot start answers like the run's own route: the same status and JSON error body, labelled
+    `application/json` (it was labelled `text/event-stream`, which an SSE client reads as a broken stream and a JSON
+    client refuses). A 404 for someone else's or no run, a 401 without a token, a 406 for an Accept neither serves."""
+    from rest_framework.test import APIClient
+
+    missing = "00000000-0000-0000-0000-000000000000"
+    seen = set()
+    for client in (api, APIClient()):
+        response = client.get(f"{RUNS}/{missing}/events", HTTP_ACCEPT=accept)
+        # the run's own route serves JSON only: it is the comparison for everything but an Accept neither serves
+        detail = client.get(f"{RUNS}/{missing}", HTTP_ACCEPT=accept if accept == "text/html" else "application/json")
+        assert response.status_code == detail.status_code
+        assert response["Content-Type"] == detail["Content-Type"] == "application/json"
+        assert json.loads(response.content) == detail.json() and detail.json()["detail"]
+        seen.add(response.status_code)
+    assert seen == ({406} if accept == "text/html" else {404, 401})
