@@ -107,7 +107,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
         if isinstance(response, Response) and isinstance(response.accepted_renderer, EventStreamRenderer):
-            # An error of the events route (401, 404, 406, 429): its body is JSON, and its Content-Type says so.
+            # An error of the events route (401, 404, 406): its body is JSON, and its Content-Type says so.
             response.accepted_renderer, response.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
         return response
 
