@@ -94,7 +94,8 @@ class Thread(models.Model):
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    # No index of its own: run_owner_created (owner, -created_at) leads with owner_id and serves every look-up by owner.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs", db_index=False)
     # The conversation this run continues (its runs and their steps go with it when it is deleted); `history` is
     # the earlier turns as this run's model saw them, stored so the record never changes when the thread does.
     thread = models.ForeignKey(
@@ -178,7 +179,8 @@ class Run(models.Model):
 
 
 class Step(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (run, index) below leads with run_id and serves every look-up by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     index = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=StepKind.choices)
     data = models.JSONField(default=dict)  # the kind's fields, as in API.md

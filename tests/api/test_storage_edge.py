@@ -83,3 +83,37 @@ def test_tool_output_with_a_nul_byte_is_stored_not_a_500(api, reviewer_api, stub
     tool = next(s for s in steps if s["kind"] == "tool")
     assert "before" in tool["output"] and "\x00" not in tool["output"]
     assert stub.count("GET", "/") == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("table", "column"), [("agents_step", "run_id"), ("agents_run", "owner_id")])
+def test_each_foreign_key_leads_exactly_one_index(table, column):
+    """A run's steps and a user's runs are found through a composite index that starts with the key (the unique
+    (run_id, index); run_owner_created); no index of the key alone doubles its writes (migration 0013)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    indexed = {name: c["columns"] for name, c in constraints.items() if c["index"] or c["unique"]}
+    leading = {name: columns for name, columns in indexed.items() if columns[:1] == [column]}
+    assert len(leading) == 1, leading
+    assert len(next(iter(leading.values()))) == 2  # (run_id, index) / (owner_id, created_at)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_usage_trigger_outlives_the_index_migration():
+    """Migration 0013 drops indexes only: a table rebuild on SQLite would have dropped 0010's usage trigger."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", "agents", "0012", verbosity=0)
+    call_command("migrate", "agents", verbosity=0)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'agents_run'")
+        else:
+            cursor.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = 'agents_run'::regclass AND NOT tgisinternal")
+        triggers = {row[0] for row in cursor.fetchall()}
+        constraints = connection.introspection.get_constraints(cursor, "agents_step")
+    assert any("usage" in name for name in triggers), triggers
+    assert not any(c["columns"] == ["run_id"] and (c["index"] or c["unique"]) for c in constraints.values())
