@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 
 import pytest
 from django.db import connection
@@ -145,18 +147,24 @@ class _Collect(logging.Handler):
         self.records.append(record)
 
 
-@pytest.mark.django_db
-def test_log_lines_carry_the_request_id(api):
-    handler = _Collect()
-    root = logging.getLogger()
-    root.addHandler(handler)
+@contextlib.contextmanager
+def _collecting() -> Iterator[_Collect]:
+    """Every record at INFO and above, through the request-id filter, while the block runs."""
+    handler, root = _Collect(), logging.getLogger()
     old_level = root.level
+    root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:
-        response = api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_X_REQUEST_ID="trace-77")
+        yield handler
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+
+
+@pytest.mark.django_db
+def test_log_lines_carry_the_request_id(api):
+    with _collecting() as handler:
+        response = api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_X_REQUEST_ID="trace-77")
     assert response.status_code == 201
     ours = [r for r in handler.records if r.name.startswith("agents")]
     assert ours, [r.name for r in handler.records]
@@ -171,17 +179,9 @@ def test_each_request_is_one_json_log_line_with_its_request_id(api, settings):
 
     from django.utils.module_loading import import_string
 
-    handler = _Collect()
-    root = logging.getLogger()
-    root.addHandler(handler)
-    old_level = root.level
-    root.setLevel(logging.INFO)
-    try:
+    with _collecting() as handler:
         created = api.post(RUNS, {"input": ARITHMETIC}, format="json", HTTP_X_REQUEST_ID="trace-78")
         rejected = api.post(RUNS, {"input": ""}, format="json", HTTP_X_REQUEST_ID="trace-79")
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old_level)
     assert (created.status_code, rejected.status_code) == (201, 400)
     lines = [r for r in handler.records if r.name == "log_request_id.middleware"]
     user = Run.objects.get().owner_id
