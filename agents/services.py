@@ -671,7 +671,8 @@ def _units(held: Held, units: int | None) -> None:
 
 
 def _unit(held: Held, model, toolset, last_unit: bool) -> None:
-    """One unit in two commits: the model's reply is stored before any tool it asked for runs."""
+    """One unit in two commits: the model's reply is stored before any tool it asked for runs (in one when it asked
+    only for instant tools, which run with it: agents/engine/loop.py `instant_calls`)."""
     state, events = engine.advance(held.state, model, toolset, runtime.clock, held.interrupt, reply_only=True)
     calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
     _commit(held, state, events, release=state.status != RunStatus.RUNNING or (last_unit and not calls_wait))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +97,8 @@ def advance(
     """One unit: one model call and the tool calls it asked for, pausing before a sensitive one.
 
     `reply_only` stops after the model's reply is recorded, so the host can store it before any tool runs; the next
-    `advance` then runs the calls it asked for (the rest of the same unit).
+    `advance` then runs the calls it asked for (the rest of the same unit). A reply that asks only for instant tools
+    (`instant_calls`) is the exception: they run at once, and the host stores the reply with their results.
     """
     if state.status == Status.DONE:
         raise EngineError("the run is done")
@@ -268,8 +269,20 @@ def _model_turn(rec: _Recorder, model: Model, toolset: Toolset, run_calls: bool 
     if isinstance(outcome, Final) and state.output_schema is not None:
         outcome = structured(outcome, state.output_schema)
     _record_reply(rec, reply, outcome, thought, latency)
-    if isinstance(outcome, Act) and run_calls:
+    if isinstance(outcome, Act) and (run_calls or instant_calls(state, toolset, outcome.calls)):
         _run_pending(rec, toolset)
+
+
+def instant_calls(state: RunState, toolset: Toolset, calls: Sequence[ToolCall]) -> bool:
+    """Whether every call is to an `instant` tool (no side effects, microseconds, bounded by construction: the
+    calculator) that needs no approval. Such calls run with their reply and are stored in the same commit, still
+    before the next model call: storing a reply first protects a tool's side effect and the time a slow tool takes,
+    neither at stake here, and the run saves a commit per turn."""
+    for call in calls:
+        tool = toolset.tools.get(call.name)
+        if not getattr(tool, "instant", False) or _is_sensitive(state, toolset, call.name):
+            return False
+    return bool(calls)
 
 
 def _call_model(
@@ -392,7 +405,9 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
     """Run the unit's remaining calls in order; pause before a sensitive call that has no decision yet."""
     state = rec.state
     for call in pending_calls(state):
-        if rec.interrupted():
+        # A cancellation check before an instant tool buys nothing: the unit's commit finds the run cancelled anyway
+        # and stores nothing, and the tool left no trace. Others are checked (a query, unless just committed).
+        if not getattr(toolset.tools.get(call.name), "instant", False) and rec.interrupted():
             return None
         now = rec.clock()
         if now >= state.deadline:

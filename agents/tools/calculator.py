@@ -460,5 +460,6 @@ CALCULATOR_TOOL = registry.register(
         # Bounded by construction (length, depth, exponent and magnitude limits): microseconds, so it runs in the
         # caller's thread instead of paying for a worker thread per call.
         inline=True,
+        instant=True,  # and pure: its calls are stored with the reply that asked for them
     )
 )

@@ -41,6 +41,9 @@ class Tool:
     # the database's own. So do tools bounded by construction (the calculator). Other tools run in a worker
     # thread that the engine stops waiting for at timeout_s.
     inline: bool = False
+    # No side effects, an answer from the arguments alone, in microseconds (bounded by construction): a reply that
+    # asks only for instant tools is stored with their results, one commit instead of two (agents/engine/loop.py).
+    instant: bool = False
 
     def __call__(self, arguments: dict[str, Any], context: ToolContext) -> str:
         return self.func(arguments, context)

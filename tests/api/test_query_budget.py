@@ -38,8 +38,9 @@ def quiet(settings, no_search_network):
 
 
 def test_creating_a_three_turn_sync_run(api, quiet, committed, django_assert_num_queries):
-    # insert (held) + 5 commits: reply 1, tools 1, reply 2, tools 2, final reply (lease released) + the webhook look-up
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 5 * COMMIT + NOTIFY), committed() as callbacks:
+    # insert (held) + 3 commits: reply 1 with its calculator result, reply 2 with its result (the calculator is an
+    # instant tool: agents/engine/loop.py), the final reply (lease released)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 3 * COMMIT + NOTIFY), committed() as callbacks:
         response = create_run(api)
     assert len(callbacks) == 1  # the run.done announcement, run after the commit
     assert response.status_code == 201
@@ -48,10 +49,25 @@ def test_creating_a_three_turn_sync_run(api, quiet, committed, django_assert_num
 
 def test_a_step_mode_advance(api, quiet, django_assert_num_queries):
     run = create_run(api, mode="step").json()
-    # read the run, claim it, read it and its steps, commit the reply + commit its tools (lease released)
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 1 + 2 + 2 * COMMIT):
+    # read the run, claim it, read it and its steps, commit the reply with its calculator result (lease released)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 1 + 2 + COMMIT):
         response = api.post(run_url(run["id"], "advance"), {}, format="json")
     assert response.status_code == 200 and response.json()["turns"] == 2
+
+
+def test_a_tool_that_is_not_instant_runs_after_its_reply_is_committed(api, quiet, committed):
+    """`remember` writes, so the reply that asks for it is committed before it runs (two commits for that unit), where
+    the calculator's result is stored with its reply (above)."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx, committed():
+        response = create_run(api, input="remember that the sky is green")
+    assert response.status_code == 201 and response.json()["output"]
+    sql = [q["sql"] for q in ctx.captured_queries]
+    step_writes = [i for i, q in enumerate(sql) if 'INSERT INTO "agents_step"' in q]
+    fact_write = next(i for i, q in enumerate(sql) if 'INSERT INTO "memory_fact"' in q)
+    assert len(step_writes) == 3  # the reply, the tool's result, the final reply: one commit each
+    assert step_writes[0] < fact_write < step_writes[1]
 
 
 def test_an_approval_decision(api, quiet, reviewer, django_assert_num_queries):
@@ -120,7 +136,7 @@ def test_a_user_with_a_webhook_costs_one_read_more(api, alice, quiet, committed,
 
     Webhook.objects.create(owner=alice, url="https://example.org/hook", events=["run.awaiting_approval"], secret="s")
     # the same run as above, plus the owner's webhooks read once (none wants run.done: nothing else is written)
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 5 * COMMIT + 1), committed():
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 3 * COMMIT + 1), committed():
         assert create_run(api).status_code == 201
 
 

@@ -279,8 +279,9 @@ def plans(case: str, kills: int, modes: tuple[str, ...]) -> list[Plan]:
         mode, n = modes[i % len(modes)], i // len(modes)
         if case == "model-call":
             out.append(Plan(i, mode, calc, CALC_KINDS, "85", hang_turn=n % 3))  # the 1st, 2nd or 3rd model call
-        elif case == "between-units":  # after a reply's commit (before its tool runs), or after a whole unit
-            out.append(Plan(i, mode, calc, CALC_KINDS, "85", stop_after=n % 4 + 1))
+        elif case == "between-units":  # after the first or the second unit (a reply stored with its calculator
+            # result: an instant tool); a reply stored before its tool runs is the tool-call case's kill point
+            out.append(Plan(i, mode, calc, CALC_KINDS, "85", stop_after=n % 2 + 1))
         else:  # tool-call: the search is the first unit's tool call, or the second's (after a calculator unit)
             search = openai_tool_calls([("s1", "search", {"query": f"letter #{i}"})])
             if n % 2 == 0:
