@@ -159,6 +159,9 @@ _CLIENTS_LOCK = threading.Lock()
 def cached_client(kind: str, base_url: str, api_key: str, build: Callable[[], Any]) -> Any:
     """One SDK client per (provider, base URL, key), reused so connection pools stay warm."""
     key = (kind, base_url, api_key)
+    client = _CLIENTS.get(key)  # the common case, without the lock (a gevent lock is Python code: ~2 % of a worker)
+    if client is not None:
+        return client
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
@@ -210,8 +213,16 @@ def parse_json_body(name: str, content: bytes) -> dict[str, Any]:
     return data
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any) -> Any:
-    """A JSON-ready copy of a (possibly read-only) mapping/sequence tree, e.g. a ToolSpec's parameters."""
+    """A JSON-ready copy of a (possibly read-only) mapping/sequence tree, e.g. a ToolSpec's parameters.
+
+    Scalars (most of a schema's leaves) are told apart by their exact type first: `isinstance(x, Mapping)` is an ABC
+    check, and this copy runs once per run for every tool schema."""
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
