@@ -2,6 +2,7 @@
 
 - worker_class gevent (default): a waiting run is a parked greenlet, not an OS thread; one worker keeps hundreds
   of runs in flight (`GUNICORN_WORKER_CLASS=gthread` brings back threads: WEB_CONCURRENCY × GUNICORN_THREADS at once).
+  "gevent" means gunicorn's gevent worker with its responses sent in one `send` each (reactsite/gunicorn_worker.py).
   gunicorn patches the standard library before loading the app, so the SDKs' sockets, psycopg 3 and redis-py
   yield while they wait. Measured with `manage.py bench --only latency` (README, Benchmarks).
 - timeout: longer than the largest run budget, so gunicorn never kills a sync run inside its own deadline.
@@ -13,6 +14,8 @@ import os
 bind = os.environ.get("GUNICORN_BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))  # one per core: a greenlet worker is CPU-bound, not I/O-bound
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gevent")
+if worker_class == "gevent":  # gunicorn's, its responses in one send each (reactsite/gunicorn_worker.py)
+    worker_class = "reactsite.gunicorn_worker.GeventWorker"
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))  # runs in flight per gevent worker
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))  # gthread only
 timeout = 660  # > the largest timeout_s (600 s) plus a margin for committing the last step
@@ -41,7 +44,7 @@ def post_worker_init(worker) -> None:
     through the graceful period: each run's greenlet is interrupted and releases and re-queues its run."""
     import signal
 
-    if worker.cfg.worker_class_str != "gevent":
+    if "gevent" not in worker.cfg.worker_class_str.lower():  # "gevent", ours, or gunicorn's class by its path
         return
     stop = signal.getsignal(signal.SIGTERM)
 
