@@ -25,18 +25,20 @@ _SIZED = b"\r\ncontent-length:"
 class CoalescingSocket:
     """Holds a sized response head until the body's first `sendall` (or `flush`); delegates everything else."""
 
-    __slots__ = ("_sock", "_head")
+    __slots__ = ("_sock", "_head", "_started")
 
     def __init__(self, sock: Any) -> None:
         self._sock = sock
         self._head: bytes | None = None
+        self._started = False  # a response's head is its first write: only that one may be held
 
     def sendall(self, data: bytes, *args: Any) -> None:
-        head = self._head
+        head, first = self._head, not self._started
+        self._started = True
         if head is not None:
             self._head = None
             self._sock.sendall(head + data, *args)
-        elif not args and data.endswith(_HEAD_END) and _SIZED in data.lower():
+        elif first and not args and data.endswith(_HEAD_END) and _SIZED in data.lower():
             self._head = bytes(data)
         else:
             self._sock.sendall(data, *args)
