@@ -238,6 +238,32 @@ def test_a_conversation_continues_in_one_thread(new_page, artifacts):
     assert page.errors == []
 
 
+def test_a_run_deleted_elsewhere_leaves_the_conversation(new_page):
+    """The conversation keeps a run it started itself until the server lists it, but a run the server listed before
+    and no longer lists was deleted meanwhile: it goes (it stayed listed as "(running…)" for good)."""
+    from agents.models import Run, Thread
+    from tests.console.conftest import stored_run
+
+    alice = make_user("alice")
+    page = new_page()
+    login(page, "alice")
+    run(page, ARITHMETIC)
+    answers = page.locator("#turns li.turn .answer .text")
+    expect(answers).to_have_text("85")
+    thread = Thread.objects.get()
+    first = Run.objects.get(thread=thread)
+    other = stored_run(
+        alice, thread=thread, input="asked in another tab", status="running", stop_reason=None, output=None
+    )
+    page.goto(f"/?again#run-{first.pk}")  # opened again: the conversation is read with the other tab's run in it
+    expect(answers).to_have_text(["85", "(running…)"])
+
+    other.delete()  # deleted elsewhere (the admin, the API)
+    follow_up(page, "now divide that by 5")
+    expect(answers).to_have_text(["85", "17"])
+    assert page.errors == []
+
+
 def test_a_follow_up_on_a_busy_or_deleted_thread_says_why(new_page):
     from agents.models import Run, Thread
     from tests.console.conftest import stored_run

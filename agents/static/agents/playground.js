@@ -11,7 +11,7 @@
   let view = { run: null, shown: 0, source: null, polling: null, driving: false };
   let opening = 0; // the latest click on a recent run (or start, follow-up, new conversation) wins over slower ones
   // The conversation on screen: its thread (null before the first run) and its runs, oldest first.
-  let chat = { id: null, runs: [] };
+  let chat = { id: null, runs: [], listed: new Set() }; // listed: the runs the server's last answer had
 
   function csrfToken() {
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
@@ -324,7 +324,7 @@
   // --- the conversation: each run's input and output, oldest first --------------------------------------------------
 
   function setConversation(id, runs) {
-    chat = { id, runs };
+    chat = { id, runs, listed: new Set() };
     const on = id !== null;
     $("conversation").hidden = !on;
     $("conversation").dataset.threadId = id || "";
@@ -392,7 +392,9 @@
     const thread = await api("GET", `/api/v1/threads/${id}`);
     if (chat.id !== id) return; // started over meanwhile
     const known = new Set(thread.runs.map((r) => r.id));
-    chat.runs = thread.runs.concat(chat.runs.filter((r) => !known.has(r.id))); // a run started since stays listed
+    // A run started since stays listed; one the server listed before and no longer does was deleted meanwhile.
+    chat.runs = thread.runs.concat(chat.runs.filter((r) => !known.has(r.id) && !chat.listed.has(r.id)));
+    chat.listed = known;
     renderConversation();
   }
 
