@@ -397,12 +397,18 @@ class TokenQuota(models.Model):
 
 
 class QuotaReservation(models.Model):
-    """A model call in flight under a quota (agents.quotas.Admission); it expires with the call's timeout."""
+    """A model call in flight under a quota (agents.quotas.Admission); it expires with the call's timeout, or goes
+    as soon as another worker takes its run (the worker that made it died mid-call)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     tokens = models.PositiveBigIntegerField()
     expires_at = models.DateTimeField()
+    # The run whose call it is (not a foreign key: a deleted run's reservation simply expires).
+    run_id = models.UUIDField(null=True, blank=True, editable=False)
 
     class Meta:
-        indexes = [models.Index(fields=["owner", "expires_at"], name="reservation_owner_expires")]
+        indexes = [
+            models.Index(fields=["owner", "expires_at"], name="reservation_owner_expires"),
+            models.Index(fields=["run_id"], name="reservation_run"),
+        ]

@@ -10,7 +10,9 @@ A quota (`AGENT_DAILY_TOKEN_QUOTA`, or the user's `TokenQuota` override) is chec
   `quota_exceeded` after the unit that crossed it. Concurrent runs of one user reserve their next call: a call is let
   in only while the calls in flight, each at the largest single call seen today, still fit; with nothing known yet,
   one call at a time. So parallel runs near the quota overshoot it by at most about one call's worth.
-Reservations expire with the call's own timeout, so a worker that dies mid-call blocks no one for long.
+A reservation expires with the call's own timeout, and goes as soon as another worker takes its run: a worker that
+died mid-call (kill -9, a lost machine) leaves a reservation behind, and the run's next holder drops it before its
+own first call, so a resumed run never waits on (or stops for) its dead predecessor's call.
 """
 
 from __future__ import annotations
@@ -89,14 +91,21 @@ def check_can_start(user) -> None:
 class Admission:
     """One run's gate before each model call (None when the owner has no quota): reserve, call, release."""
 
-    def __init__(self, user_id: int, quota: int, deadline: float) -> None:
-        self.user_id, self.quota, self.deadline = user_id, quota, deadline
+    def __init__(self, user_id: int, quota: int, deadline: float, run_id: uuid.UUID | None = None) -> None:
+        self.user_id, self.quota, self.deadline, self.run_id = user_id, quota, deadline, run_id
         self.reservation: uuid.UUID | None = None
 
     @classmethod
-    def for_run(cls, owner_id: int, deadline: float, owner=None) -> Admission | None:
+    def for_run(cls, owner_id: int, deadline: float, owner=None, run_id: uuid.UUID | None = None) -> Admission | None:
+        """The gate for a run's units in this hold, or None without a quota. A reservation this run already has
+        belongs to an earlier holder that never gave it back (each hold gives its own back as it ends): that worker
+        died mid-call, so the reservation goes now instead of when its call would have timed out."""
         quota = quota_for(owner_id, owner)
-        return cls(owner_id, quota, deadline) if quota else None
+        if not quota:
+            return None
+        if run_id is not None:
+            QuotaReservation.objects.filter(run_id=run_id).delete()
+        return cls(owner_id, quota, deadline, run_id)
 
     def enter(self, timeout_s: float, idle=None) -> None:
         """Wait until this call fits, then reserve it; HostStop when the quota is used up. `idle()` is called before
@@ -135,7 +144,10 @@ class Admission:
             if reserved and (not unit or used + reserved + unit > self.quota):
                 return "wait"
             reservation = QuotaReservation.objects.create(
-                owner_id=self.user_id, tokens=max(unit, 1), expires_at=now + timedelta(seconds=timeout_s + SLACK_S)
+                owner_id=self.user_id,
+                tokens=max(unit, 1),
+                expires_at=now + timedelta(seconds=timeout_s + SLACK_S),
+                run_id=self.run_id,
             )
             QuotaReservation.objects.filter(owner_id=self.user_id, expires_at__lte=now).delete()
         self.reservation = reservation.pk

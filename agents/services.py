@@ -663,7 +663,7 @@ def _units(held: Held, units: int | None) -> None:
         state = held.state.copy()
         state.finish(engine.StopReason.MODEL_ERROR, error=str(exc))
         return _commit(held, state, [], release=True)
-    held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.owner)
+    held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.owner, held.run.pk)
     model, toolset, done = Unheld(model, held.admission), runtime.build_toolset(held.run), 0
     while held.state.status == RunStatus.RUNNING and (units is None or done < units):
         _unit(held, model, toolset, last_unit=units is not None and done + 1 >= units)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents import quotas
@@ -129,6 +133,35 @@ def test_a_run_that_crosses_the_quota_stops_after_its_unit(api, model, settings)
     assert "30 tokens" in detail["steps"][-1]["message"]
     assert model_calls(model) == 3
     assert QuotaReservation.objects.count() == 0  # every reservation was given back
+
+
+@pytest.mark.django_db
+def test_a_reservation_names_its_run(alice, settings):
+    settings.AGENT_DAILY_TOKEN_QUOTA = 100
+    run_id = uuid.uuid4()
+    admission = quotas.Admission.for_run(alice.pk, time.time() + 10, run_id=run_id)
+    admission.enter(5)
+    assert list(QuotaReservation.objects.values_list("owner_id", "run_id")) == [(alice.pk, run_id)]
+    admission.leave()
+    assert not QuotaReservation.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_dead_workers_reservation_goes_when_its_run_is_taken_again(api, alice, model, settings):
+    """A worker killed mid-call never gives its reservation back. The run's next holder drops it before its own first
+    call, instead of waiting (or stopping) until that call's timeout; another run's call in flight is left alone."""
+    run = openai_run(api, mode="step", timeout_s=3).json()  # its first unit used 12 tokens
+    settings.AGENT_DAILY_TOKEN_QUOTA = 100
+    far = timezone.now() + timedelta(minutes=10)
+    other = QuotaReservation.objects.create(owner=alice, tokens=12, expires_at=far, run_id=uuid.uuid4())
+    QuotaReservation.objects.create(owner=alice, tokens=70, expires_at=far, run_id=run["id"])  # the dead worker's
+    calls = model_calls(model)
+    # 12 used + 12 + 70 reserved + a 12-token call would pass 100: with the dead reservation kept, the advance
+    # waits until the run's deadline and stops with "timeout".
+    body = api.post(run_url(run["id"], "advance"), {}, format="json").json()
+    assert (body["status"], body["stop_reason"], body["output"]) == ("done", "final_answer", "4")
+    assert model_calls(model) == calls + 1
+    assert list(QuotaReservation.objects.values_list("pk", flat=True)) == [other.pk]
 
 
 @pytest.mark.django_db
