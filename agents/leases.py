@@ -51,6 +51,12 @@ def drop(token: str) -> None:
         _held.pop(token, None)
 
 
+def held() -> list[str]:
+    """The tokens this process holds now."""
+    with _lock:
+        return list(_held)
+
+
 def _keep() -> None:
     last = time.monotonic()
     while True:

@@ -1,6 +1,7 @@
 """Shared fixtures."""
 
 import os
+import time
 
 import pytest
 
@@ -106,3 +107,19 @@ def stored_run_fields(**fields) -> dict:
         "output": "x",
     }
     return {**defaults, **fields}
+
+
+@pytest.fixture(autouse=True)
+def no_hold_outlives_its_test():
+    """Every lease this process holds is dropped when the work holding it ends: one left behind would be renewed by
+    the lease keeper for as long as the process lives, so its run could never be handed to another worker."""
+    yield
+    from agents import leases
+
+    deadline = time.monotonic() + 2  # work a test started in another thread may still be unwinding
+    while leases.held() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = leases.held()
+    for token in left:
+        leases.drop(token)
+    assert not left, f"{len(left)} lease(s) still held after the test"
