@@ -103,17 +103,46 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Gunicorn:
+class _Child:
+    """A process of this checkout on the current database; its stderr drained (a full pipe would block it), its
+    tail kept for errors. Stopped on exit: SIGTERM, then SIGKILL after 10 s."""
+
+    log: deque[str]
+
+    def _start(self, command: list[str], env: dict[str, str]) -> None:
+        self.log = deque(maxlen=40)
+        self.proc = subprocess.Popen(
+            command, cwd=Path(__file__).resolve().parents[2], env={**os.environ, **env},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        threading.Thread(target=self._read_log, daemon=True).start()
+
+    def _read_log(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line.rstrip())
+            self._saw(line)
+
+    def _saw(self, line: str) -> None:
+        """Each line of the process's log, as it comes."""
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Gunicorn(_Child):
     """gunicorn with the repo's config on a free port, talking to the current database."""
 
     def __init__(self, env: dict[str, str], workers: int = 2) -> None:
         self.port, self.env, self.workers = free_port(), env, workers
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log: deque[str] = deque(maxlen=40)
         self.worker_class = "?"
 
     def __enter__(self) -> Gunicorn:
-        root = Path(__file__).resolve().parents[2]
         gunicorn = str(Path(sys.executable).with_name("gunicorn"))
         command = [
             gunicorn,
@@ -124,11 +153,7 @@ class Gunicorn:
             "--bind",
             f"127.0.0.1:{self.port}",
         ]
-        self.proc = subprocess.Popen(
-            [*command, "reactsite.wsgi"],  # no access line: gunicorn.conf.py leaves it off
-            cwd=root, env={**os.environ, **self.env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        threading.Thread(target=self._read_log, daemon=True).start()
+        self._start([*command, "reactsite.wsgi"], self.env)  # no access line: gunicorn.conf.py leaves it off
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
@@ -141,25 +166,26 @@ class Gunicorn:
         tail = "\n".join(self.log)
         raise RuntimeError(f"gunicorn did not become healthy within 30 s; its log ends:\n{tail}")
 
-    def _read_log(self) -> None:
-        """Drain gunicorn's error log (a full pipe would block it); keep its tail and the worker class it names."""
-        for line in self.proc.stderr:
-            self.log.append(line.rstrip())
-            if "Using worker:" in line:
-                self.worker_class = line.rsplit(":", 1)[1].strip()
+    def _saw(self, line: str) -> None:
+        if "Using worker:" in line:  # the worker class gunicorn names
+            self.worker_class = line.rsplit(":", 1)[1].strip()
 
     def worker_cpu_ms(self) -> dict[int, float]:
         """CPU ms used so far by each live worker (a child of the master)."""
         table = _processes()
         return {pid: p.ticks * 1000 / TICKS for pid, p in table.items() if p.ppid == self.proc.pid}
 
-    def __exit__(self, *exc) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+
+class Worker(_Child):
+    """One `manage.py run_worker` process (the background worker) with `concurrency` tasks in flight at most."""
+
+    def __init__(self, env: dict[str, str], concurrency: int) -> None:
+        self.env, self.concurrency = env, concurrency
+
+    def __enter__(self) -> Worker:
+        command = [sys.executable, "manage.py", "run_worker", "--concurrency", str(self.concurrency)]
+        self._start([*command, "--interval", "0.05"], self.env)
+        return self
 
 
 # --- CPU and memory of processes, from /proc ---------------------------------------------------------------------

@@ -101,6 +101,7 @@ def test_persisted_cleans_up():
         (["--only", "latency", "--latency-seconds", "0"], "--latency-seconds must be more than 0"),
         (["--only", "latency", "--model-delay-ms", "-1"], "--model-delay-ms must be between 0 and 60000"),
         (["--only", "prune", "--prune-runs", "0"], "must be at least 1"),
+        (["--only", "background", "--background-runs", "0"], "must be at least 1"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )
@@ -111,9 +112,9 @@ def test_bad_arguments_exit_2(args, message):
     assert message in str(exc.value)
 
 
-def _usage_figures(prefix: str) -> list[tuple[str, str]]:
+def _usage_figures(prefix: str, server: str = "server") -> list[tuple[str, str]]:
     """The server CPU, memory and (on PostgreSQL) database CPU rows a level of the http or latency section ends with."""
-    rows = [(prefix.format("server CPU"), "ms/run"), (prefix.format("server peak RSS"), "MB")]
+    rows = [(prefix.format(f"{server} CPU"), "ms/run"), (prefix.format(f"{server} peak RSS"), "MB")]
     if connection.vendor == "postgresql":  # the test database is always local
         rows.append((prefix.format("+ PostgreSQL CPU"), "ms/run"))
     return rows
@@ -182,6 +183,73 @@ def test_latency_model_delay_sets_the_run_time(monkeypatch):
     p50 = {r["figure"]: r["value"] for r in rows if " run p50 " in r["figure"]}
     assert list(p50) == ["http, 300 ms model, run p50 @ c=2", "http, 300 ms model, run p50 @ c=3"]
     assert all(v >= 900 for v in p50.values())
+
+
+def test_the_processes_under_test_run_as_in_production(tmp_path):
+    """A checkout's .env has DEBUG=1 (every query timed and logged, and on SQLite an extra statement per query): the
+    bench's gunicorn and run_worker get DEBUG off, with a secret of their own that production settings accept."""
+    import os
+    import subprocess
+    import sys
+
+    from agents.management.commands.bench import _http_env
+
+    env_file = tmp_path / ".env"
+    env_file.write_text("DEBUG=1\nSECRET_KEY=dev-a-development-key\n")
+    env = {**os.environ, "REACTSITE_ENV_FILE": str(env_file), **_http_env("http://127.0.0.1:9/v1")}
+    code = "import django; django.setup(); from django.conf import settings as s; print(s.DEBUG, len(s.SECRET_KEY))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "DJANGO_SETTINGS_MODULE": "reactsite.settings"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    debug, key_length = proc.stdout.split()
+    assert (debug, int(key_length) >= 50) == ("False", True)
+    assert _http_env("x")["SECRET_KEY"] not in proc.stdout + proc.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_background_section_drives_queued_runs_with_one_worker(monkeypatch):
+    """The background section: runs queued at once, then one run_worker process (on the test database) drives them."""
+    from django_tasks_db.models import DBTaskResult
+
+    from agents.models import Run
+    from tests.integration._support import db_url
+
+    monkeypatch.setenv("DATABASE_URL", db_url())  # the worker inherits the environment
+    args = ("--background-runs", "12", "--model-delay-ms", "50")
+    data = json.loads(command("bench", "--only", "background", *args, "--json"))
+
+    name = "background, 50 ms model, {}"
+    assert [(r["figure"], r["unit"]) for r in data["rows"]] == [
+        (name.format("12 runs queued in"), "s"),
+        (name.format("worker start-up"), "s"),
+        (name.format("12 runs done in"), "s"),
+        *_usage_figures(name, server="worker"),
+    ]
+    value = {r["figure"]: r["value"] for r in data["rows"]}
+    assert all(v > 0 for f, v in value.items() if "PostgreSQL" not in f)
+    # three model calls of 50 ms each, after the worker has started
+    assert value[name.format("12 runs done in")] >= value[name.format("worker start-up")] + 3 * 0.05
+    assert "one run_worker process (--concurrency 200)" in data["rows"][2]["work"]
+    assert not Run.objects.exists() and not DBTaskResult.objects.exists()  # runs, tasks and the user are gone
+    assert not get_user_model().objects.filter(username__startswith="bench-").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_background_section_leaves_a_busy_queue_alone():
+    """Its worker would take other tasks too: with any task waiting, it refuses and touches nothing."""
+    import uuid
+
+    from django_tasks_db.models import DBTaskResult
+
+    from agents.tasks import advance_in_background
+
+    advance_in_background.enqueue(str(uuid.uuid4()))
+    with pytest.raises(CommandError, match=r"1 task\(s\) already wait in this database's queue"):
+        command("bench", "--only", "background", "--background-runs", "3")
+    assert list(DBTaskResult.objects.values_list("status", flat=True)) == ["READY"]
+    assert not get_user_model().objects.filter(username__startswith="bench-").exists()
 
 
 @pytest.mark.django_db

@@ -6,6 +6,7 @@ import getpass
 import itertools
 import json
 import random
+import secrets
 import statistics
 import sys
 import time
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
+from django.test.utils import override_settings
 from rest_framework.authtoken.models import Token
 
 from agents.management.tables import format_table
@@ -26,7 +28,9 @@ from agents.management.tables import format_table
 if TYPE_CHECKING:  # the HTTP helpers (requests, subprocesses) load only when an HTTP section runs
     from agents.management.bench_http import Gunicorn, Load, ServerUsage
 
-SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "memory", "prune")
+RUN_INPUT = "What is 12*7, plus 1?"
+_CHILD_SECRET = secrets.token_urlsafe(48)  # the SECRET_KEY of the processes the bench starts
+SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "background", "memory", "prune")
 
 
 @dataclass
@@ -41,8 +45,9 @@ class Row:
 class Command(BaseCommand):
     help = (
         "Measure parser, calculator, engine and persistence overhead, three-turn runs over HTTP (server CPU and "
-        "memory too), the same run against a slow model under a closed-loop load (section latency, ~25 s), and "
-        "memory recall latency."
+        "memory too), the same run against a slow model under a closed-loop load (section latency, ~25 s), many "
+        "background runs queued at once and driven by one worker process (section background), and memory recall "
+        "latency."
     )
 
     def add_arguments(self, parser) -> None:
@@ -63,6 +68,12 @@ class Command(BaseCommand):
             "--model-delay-ms", type=float, default=200.0, help="latency: ms the model takes per call (default 200)"
         )
         parser.add_argument(
+            "--background-runs",
+            type=int,
+            default=200,
+            help="background: runs queued at once for one worker process (default 200; the model: --model-delay-ms)",
+        )
+        parser.add_argument(
             "--prune-runs", type=int, default=100_000, help="prune: old runs (3 steps each) to delete (default 100000)"
         )
 
@@ -75,9 +86,10 @@ class Command(BaseCommand):
             )
         params = _params(opts)
         rows: list[Row] = []
-        for section in wanted:
-            self._progress(f"measuring {section} …")
-            rows += getattr(self, f"_bench_{section}")(**params)
+        with override_settings(DEBUG=False):  # in-process figures too: no query is timed and logged as under DEBUG
+            for section in wanted:
+                self._progress(f"measuring {section} …")
+                rows += getattr(self, f"_bench_{section}")(**params)
         self._print(rows, as_json=opts["json"])
 
     def _progress(self, message: str) -> None:
@@ -197,6 +209,52 @@ class Command(BaseCommand):
                 rows += _latency_rows(load, usage, model_delay_ms, server.worker_class)
         return rows
 
+    def _bench_background(self, *, background_runs: int, model_delay_ms: float, **_) -> list[Row]:
+        """`background_runs` background runs queued at once, then one `run_worker` process drives them all."""
+        from django_tasks_db.models import DBTaskResult
+
+        from agents.management.bench_http import InstantModelServer, ServerUsage, Worker
+        from agents.models import RunStatus
+
+        waiting = DBTaskResult.objects.filter(status="READY").count()
+        if waiting:
+            raise CommandError(
+                f"background bench: {waiting} task(s) already wait in this database's queue, and the bench's worker "
+                "would take them too. Run it where the queue is idle (say, a fresh database: DATABASE_URL)."
+            )
+        count, name = background_runs, f"background, {model_delay_ms:g} ms model"
+        with _bench_user() as token, InstantModelServer(model_delay_ms) as model:
+            env = _http_env(model.url)
+            started = time.perf_counter()
+            ids = _queue_runs(token, count, env)
+            queued_s = time.perf_counter() - started
+            self._progress(
+                f"  background: {count} runs queued in {queued_s:.1f} s; one run_worker process drives them …"
+            )
+            try:
+                with Worker(env, concurrency=max(count, 200)) as worker:
+                    begun = time.perf_counter()
+                    _wait_for(lambda: _left(ids, RunStatus.QUEUED) < count, worker, begun, "none taken")
+                    up_s = time.perf_counter() - begun
+                    with ServerUsage(worker.proc.pid, postgres=_local_postgres()) as usage:
+                        _wait_for(lambda: _left(ids, RunStatus.DONE, negate=True) == 0, worker, begun, "not all done")
+                    done_s = time.perf_counter() - begun
+                _check_answers(ids)
+            finally:  # the runs go with the bench user; their finished tasks go here
+                DBTaskResult.objects.filter(args_kwargs__args__0__in=[str(pk) for pk in ids]).delete()
+        concurrency = max(count, 200)
+        work = (
+            f"{count} 3-turn runs queued at once (model {model_delay_ms:g} ms/call), one run_worker process "
+            f"(--concurrency {concurrency})"
+        )
+        window = f"{count} runs, from the first taken to the last done"
+        return [
+            Row(f"{name}, {count} runs queued in", queued_s, "s", f"{count} × services.submit_run (run + task)"),
+            Row(f"{name}, worker start-up", up_s, "s", "from starting run_worker until it takes the first run"),
+            Row(f"{name}, {count} runs done in", done_s, "s", work + ": from its start, start-up included"),
+            *_usage_rows(f"{name}, {{}}", usage, count, window, who="the run_worker process", server="worker"),
+        ]
+
     def _warm_up(self, server: Gunicorn, token: str) -> None:
         """Warm every worker up before timing; say so when one stayed cold (its first run lands in the figures)."""
         if not _warm_up(server, token):
@@ -266,9 +324,12 @@ def _params(opts: dict) -> dict:
     """The sections' parameters from the options, checked (a CommandError exiting 2 names the bad one)."""
     sizes = _whole_numbers(opts["sizes"], "--sizes")
     clients = _whole_numbers(opts["latency_clients"], "--latency-clients")
-    if any(n < 1 for n in [*sizes, opts["queries"], opts["http_runs"], *clients, opts["prune_runs"]]):
+    counts = [*sizes, opts["queries"], opts["http_runs"], *clients, opts["background_runs"], opts["prune_runs"]]
+    if any(n < 1 for n in counts):
         raise CommandError(
-            "--sizes, --queries, --http-runs, --latency-clients and --prune-runs must be at least 1.", returncode=2
+            "--sizes, --queries, --http-runs, --latency-clients, --background-runs and --prune-runs must be at least "
+            "1.",
+            returncode=2,
         )
     if not opts["latency_seconds"] > 0:
         raise CommandError("--latency-seconds must be more than 0.", returncode=2)
@@ -281,6 +342,7 @@ def _params(opts: dict) -> dict:
         "latency_clients": clients,
         "latency_seconds": opts["latency_seconds"],
         "model_delay_ms": opts["model_delay_ms"],
+        "background_runs": opts["background_runs"],
         "prune_runs": opts["prune_runs"],
     }
 
@@ -303,6 +365,43 @@ def _bench_user() -> Iterator[str]:
         user.delete()
 
 
+def _queue_runs(token: str, count: int, env: dict[str, str]) -> list[uuid.UUID]:
+    """`count` background runs of the token's user, each queued as the API queues one; their ids."""
+    from agents import services
+
+    owner = Token.objects.select_related("user").get(key=token).user
+    options = services.RunOptions(input=RUN_INPUT, provider="openai", mode="background")
+    with override_settings(OPENAI_API_KEY=env["OPENAI_API_KEY"], OPENAI_BASE_URL=env["OPENAI_BASE_URL"]):
+        return [services.submit_run(owner=owner, options=options).pk for _ in range(count)]
+
+
+def _left(ids: list[uuid.UUID], status: str, negate: bool = False) -> int:
+    """How many of the runs are in `status` (with `negate`: not in it)."""
+    from agents.models import Run
+
+    runs = Run.objects.filter(pk__in=ids)
+    return (runs.exclude(status=status) if negate else runs.filter(status=status)).count()
+
+
+def _wait_for(condition: Callable[[], bool], worker, started: float, what: str, timeout_s: float = 120.0) -> None:
+    """Poll until `condition()`; CommandError (`what`, the worker's log tail) when the worker stops or time runs out."""
+    while not condition():
+        stopped = worker.proc.poll() is not None
+        if stopped or time.perf_counter() - started > timeout_s:
+            tail = "\n".join(list(worker.log)[-10:])
+            why = "its worker stopped" if stopped else f"after {timeout_s:g} s"
+            raise CommandError(f"background bench: {what} ({why}); the worker's log ends:\n{tail}")
+        time.sleep(0.02)
+
+
+def _check_answers(ids: list[uuid.UUID]) -> None:
+    from agents.models import Run
+
+    wrong = Run.objects.filter(pk__in=ids).exclude(stop_reason="final_answer", output="85").count()
+    if wrong:
+        raise CommandError(f"background bench: {wrong} of {len(ids)} runs did not end with the answer 85.")
+
+
 def _local_postgres() -> tuple[str, str] | None:
     """(user, database) when the database is a PostgreSQL on this host, whose backends we can see in /proc."""
     conf = connection.settings_dict
@@ -313,21 +412,28 @@ def _local_postgres() -> tuple[str, str] | None:
     return conf.get("USER") or getpass.getuser(), conf["NAME"]
 
 
-def _usage_rows(figure: str, usage: ServerUsage, runs: int, window: str) -> list[Row]:
+def _usage_rows(
+    figure: str,
+    usage: ServerUsage,
+    runs: int,
+    window: str,
+    who: str = "the gunicorn master and workers",
+    server: str = "server",
+) -> list[Row]:
     """Server CPU per run, peak RSS and (on a local PostgreSQL) the database's CPU per run; `figure` has a {}."""
     per_run = max(runs, 1)
     rows = [
         Row(
-            figure.format("server CPU"),
+            figure.format(f"{server} CPU"),
             usage.cpu_ms / per_run,
             "ms/run",
-            f"user+system CPU of the gunicorn master and workers over {window}, per run",
+            f"user+system CPU of {who} over {window}, per run",
         ),
         Row(
-            figure.format("server peak RSS"),
+            figure.format(f"{server} peak RSS"),
             usage.peak_rss_mb,
             "MB",
-            "VmHWM (peak since start) summed over the gunicorn master and workers; shared pages count per process",
+            f"VmHWM (peak since start) summed over {who}; shared pages count per process",
         ),
     ]
     if usage.db_cpu_ms is not None:
@@ -370,8 +476,13 @@ def _warm_up(server: Gunicorn, token: str, rounds: int = 6) -> bool:
 
 
 def _http_env(model_url: str) -> dict[str, str]:
-    """The gunicorn under test: the bench's model as provider `openai`, no rate limit in the way."""
+    """The processes under test (gunicorn, run_worker): the bench's model as provider `openai`, no rate limit in the
+    way, and configured as in production. DEBUG off: a checkout's `.env` has DEBUG=1, under which Django times and
+    logs every query and, on SQLite, renders each one's parameters with an extra `SELECT QUOTE(…)` statement. So
+    they get a secret of their own (random, for this bench only), as DEBUG off requires."""
     return {
+        "DEBUG": "0",
+        "SECRET_KEY": _CHILD_SECRET,
         "OPENAI_BASE_URL": model_url,
         "OPENAI_API_KEY": "bench-not-a-key",
         "AGENT_RATE_LIMIT": "1000000000/m",  # a closed loop of hundreds of clients must never meet a 429
@@ -385,7 +496,7 @@ def _http_runs(url: str, token: str, runs: int, concurrency: int) -> tuple[float
     """(runs/s, p50 ms, p95 ms) of POST /api/v1/runs, each a whole three-turn run."""
     import requests
 
-    body = {"input": "What is 12*7, plus 1?", "provider": "openai"}
+    body = {"input": RUN_INPUT, "provider": "openai"}
     headers = {"Authorization": f"Token {token}"}
 
     def one(_: int) -> float:
@@ -453,9 +564,7 @@ def _persisted_overhead_ms(runs: int = 20) -> float:
     try:
         steps, start = 0, time.perf_counter()
         for _ in range(runs):
-            run = services.start_run(
-                owner=user, options=services.RunOptions(input="What is 12*7, plus 1?", tools=["calculator"])
-            )
+            run = services.start_run(owner=user, options=services.RunOptions(input=RUN_INPUT, tools=["calculator"]))
             run = services.execute(run_id=run.pk)
             steps += run.steps.count()
         return (time.perf_counter() - start) / steps * 1000
