@@ -11,18 +11,19 @@ import logging
 import uuid
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 
 from agents import doorbell, engine, leases, notify, persist, quotas, rows, runtime
 from agents.engine import RunState
 from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
-from agents.models import Agent, Run, RunMode, RunStatus, StopReason, Thread
+from agents.models import Agent, Run, RunMode, RunStatus, StopReason, Thread, TokenQuota, Webhook
 from agents.permissions import can_decide, can_invoke_sensitive
 from agents.providers import ProviderConfigError, validate_choice
 from agents.tools import ToolContext
@@ -528,12 +529,25 @@ class Held:
 def _hold(run_id, statuses: list[str], start_budget: bool = False, owner=None) -> Held:
     token = _claim(run_id, statuses, start_budget)
     try:
-        run = Run.objects.get(pk=run_id)
-        state = rows.state_from_rows(run, run.steps.order_by("index"))
+        runs = Run.objects.all() if owner is not None else _with_owner_facts(Run.objects.all())
+        run = runs.get(pk=run_id)
+        # A run no unit has committed yet (version 0: a queued run's first take) has no steps to read.
+        state = rows.state_from_rows(run, run.steps.order_by("index") if run.version else [])
     except BaseException:
         _release(run_id, token)
         raise
-    return Held(run, token, state, owner=owner if owner is not None and owner.pk == run.owner_id else None)
+    if owner is None:  # a worker: what the quota gate and the notifications ask of the owner came with the run
+        owner = SimpleNamespace(pk=run.owner_id, quota_facts=(run.owner_quota,), has_webhooks=run.owner_has_webhooks)
+    return Held(run, token, state, owner=owner if owner.pk == run.owner_id else None)
+
+
+def _with_owner_facts(runs):
+    """The runs with their owner's quota override and whether the owner has webhooks, in the same statement (the API
+    has both from its token look-up; a worker would otherwise read each with a query of its own)."""
+    override = TokenQuota.objects.filter(user_id=OuterRef("owner_id")).values("daily_tokens")[:1]
+    return runs.annotate(
+        owner_quota=Subquery(override), owner_has_webhooks=Exists(Webhook.objects.filter(owner_id=OuterRef("owner_id")))
+    )
 
 
 def _release(run_id, token: str) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agents import engine, leases, rows, runtime, services
@@ -127,7 +128,8 @@ def _decisions(state: RunState, book: FixtureBook) -> list[dict[str, Any]] | Non
 
 def _store(run: Run, token: str, state: RunState, events: list[dict[str, Any]]) -> bool:
     """Append the unit's steps and update the run while the lease is ours and it is not done; False otherwise."""
-    fields = services._storable(rows.run_fields(state)) | {"updated_at": timezone.now()}
+    # version counts the commits that stored steps (a run at 0 has none: services reads no steps for it)
+    fields = services._storable(rows.run_fields(state)) | {"updated_at": timezone.now(), "version": F("version") + 1}
     with transaction.atomic():
         ours = Run.objects.filter(pk=run.pk, lease_owner=token).exclude(status=RunStatus.DONE)
         if not ours.update(**fields):

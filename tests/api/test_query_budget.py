@@ -55,6 +55,19 @@ def test_a_step_mode_advance(api, quiet, django_assert_num_queries):
     assert response.status_code == 200 and response.json()["turns"] == 2
 
 
+def test_a_background_runs_first_take(api, quiet, committed, django_assert_num_queries):
+    """The worker's share of a queued run (without the task queue's own statements, which are django-tasks-db's):
+    read its timeout and claim it with its budget starting now, read it together with its owner's quota override and
+    whether the owner has webhooks (no steps to read yet: no unit has committed), then the three commits. The owner
+    has no webhooks, so the announcement reads nothing."""
+    from agents import services
+
+    run = create_run(api, mode="background").json()
+    with django_assert_num_queries(2 + 1 + 3 * COMMIT + NOTIFY), committed() as callbacks:
+        assert services.run_background(run_id=run["id"]) == "done"
+    assert len(callbacks) == 1  # the run.done announcement, after the commit
+
+
 def test_a_tool_that_is_not_instant_runs_after_its_reply_is_committed(api, quiet, committed):
     """`remember` writes, so the reply that asks for it is committed before it runs (two commits for that unit), where
     the calculator's result is stored with its reply (above)."""

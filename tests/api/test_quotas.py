@@ -165,6 +165,21 @@ def test_a_dead_workers_reservation_goes_when_its_run_is_taken_again(api, alice,
 
 
 @pytest.mark.django_db
+def test_a_worker_applies_the_owners_override_read_with_the_run(api, alice, model):
+    """A background run's worker has no API request (whose token look-up brings the override): it reads the override
+    with the run itself. Set after the run was queued, it still stops the run before its first model call."""
+    from agents import services
+
+    run = openai_run(api, mode="background").json()
+    DailyUsage.objects.create(owner=alice, day=quotas.today(), prompt_tokens=40, completion_tokens=10)
+    TokenQuota.objects.update_or_create(user=alice, defaults={"daily_tokens": 50})  # the only quota that binds
+
+    assert services.run_background(run_id=run["id"]) == "done"
+    stored = Run.objects.get(pk=run["id"])
+    assert (stored.stop_reason, stored.turns, model_calls(model)) == ("quota_exceeded", 0, 0)
+
+
+@pytest.mark.django_db
 def test_a_users_override_wins_over_the_default(api, alice, model, settings):
     settings.AGENT_DAILY_TOKEN_QUOTA = 5
     TokenQuota.objects.create(user=alice, daily_tokens=0)  # no quota for alice
