@@ -182,7 +182,10 @@ LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "log_request_id.filters.RequestIDFilter"}},
+    "filters": {
+        "request_id": {"()": "log_request_id.filters.RequestIDFilter"},
+        "task_start_at_debug": {"()": "reactsite.logfilters.TaskStartAtDebug"},
+    },
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
@@ -195,6 +198,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        "django.tasks": {"filters": ["task_start_at_debug"]},  # one INFO line per task (its end), as per request
         "httpx2": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
         "anthropic": {"level": "WARNING"},

@@ -199,6 +199,27 @@ def test_each_request_is_one_json_log_line_with_its_request_id(api, settings):
     )
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("verbosity", [1, 2], ids=["info", "debug"])
+def test_each_task_is_one_info_log_line(api, verbosity):
+    """As a request is one line, so is a task: django.tasks logs a task's start and its end at INFO; the end (with its
+    outcome) stays at INFO and the start is a DEBUG line, there only when DEBUG logging is on."""
+    from django.core.management import call_command
+
+    loggers = [logging.getLogger(name) for name in ("django.tasks", "django_tasks_db")]
+    levels = [logger.level for logger in loggers]  # the worker sets them from its verbosity (2: DEBUG)
+    try:
+        run = api.post(RUNS, {"input": ARITHMETIC, "mode": "background"}, format="json").json()
+        with _collecting() as handler:
+            call_command("db_worker", "--batch", "--no-reload", "--no-startup-delay", verbosity=verbosity)
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+    assert Run.objects.get(pk=run["id"]).status == "done"
+    lines = [(r.levelname, r.getMessage().rsplit("state=", 1)[-1]) for r in handler.records if r.name == "django.tasks"]
+    assert lines == ([("DEBUG", "RUNNING")] if verbosity == 2 else []) + [("INFO", "SUCCESSFUL")]
+
+
 def test_gunicorn_logs_no_access_line_unless_asked(monkeypatch):
     import runpy
 
