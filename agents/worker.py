@@ -49,9 +49,10 @@ class ConcurrentWorker(Worker):
         sweeper = gevent.spawn(self._sweep)
         while self.running:
             self.pool.wait_available()
-            task = self._claim()
-            if task is not None:
+            claimed = self._claim(self.pool.free_count())
+            for task in claimed:
                 self._start(task)
+            if claimed:
                 continue
             if self.batch and not self.in_flight:
                 break
@@ -91,21 +92,24 @@ class ConcurrentWorker(Worker):
         finally:
             connections.close_all()
 
-    def _claim(self) -> DBTaskResult | None:
-        """The next ready task, claimed for this worker (the same query and claim as `db_worker`)."""
+    def _claim(self, limit: int) -> list[DBTaskResult]:
+        """Up to `limit` ready tasks (as many as can start now), claimed for this worker in one transaction: the same
+        query, order and claim as `db_worker`'s, which takes one task per transaction. With a deep queue that is
+        three statements fewer per task (the transaction's begin and end, the query), and a claimed task never waits:
+        `limit` is the pool's free room."""
         close_old_connections()
         tasks = DBTaskResult.objects.ready().filter(backend_name=self.backend_name)
         if not self.process_all_queues:
             tasks = tasks.filter(queue_name__in=self.queue_names)
         try:
             with exclusive_transaction(tasks.db):
-                task = tasks.get_locked()
-                if task is not None:
+                claimed = list(tasks.select_for_update(skip_locked=True)[: max(limit, 1)])
+                for task in claimed:
                     task.claim(self.worker_id)
-                return task
+                return claimed
         except OperationalError as exc:
             if is_locked_database_exception(exc):
-                return None  # another process holds the queue for a moment
+                return []  # another process holds the queue for a moment
             raise
 
     def _start(self, task: DBTaskResult) -> None:

@@ -165,3 +165,24 @@ def test_the_worker_expires_approvals_on_its_schedule_and_the_run_goes_on(stub, 
         }
     ]
     assert stub.count("GET", "/") == 0  # the search never ran
+
+
+def test_one_claim_takes_as_many_tasks_as_can_start_in_queue_order(django_assert_num_queries):
+    """A claim takes up to the pool's free room in one transaction (one query, one UPDATE per task), in the queue's
+    order, for this worker; `db_worker` takes one task per transaction."""
+    from agents.worker import ConcurrentWorker
+
+    ids = queue_runs(5)
+    worker = ConcurrentWorker(
+        concurrency=3, drain_s=0, queue_names=["default"], interval=0.05, batch=True, backend_name="default",
+        startup_delay=False, max_tasks=None, worker_id="w-test", excluded_queue_names=[],
+    )  # fmt: skip
+
+    # BEGIN, the query, an UPDATE per task, COMMIT; one at a time, as db_worker claims, was 3 × 4
+    with django_assert_num_queries(1 + 1 + 3 + 1):
+        first = worker._claim(3)
+    assert [t.args_kwargs["args"][0] for t in first] == ids[:3]
+    assert [t.args_kwargs["args"][0] for t in worker._claim(10)] == ids[3:]
+    assert worker._claim(10) == []
+    tasks = DBTaskResult.objects.all()
+    assert {(t.status, tuple(t.worker_ids)) for t in tasks} == {("RUNNING", ("w-test",))} and len(tasks) == 5
