@@ -71,7 +71,8 @@ class Command(BaseCommand):
             "--background-runs",
             type=int,
             default=200,
-            help="background: runs queued at once for one worker process (default 200; the model: --model-delay-ms)",
+            help="background: runs queued at once for one worker process (default 200; the model: --model-delay-ms); "
+            "no other worker may serve the database meanwhile",
         )
         parser.add_argument(
             "--prune-runs", type=int, default=100_000, help="prune: old runs (3 steps each) to delete (default 100000)"
