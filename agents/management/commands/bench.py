@@ -224,6 +224,7 @@ class Command(BaseCommand):
                 "would take them too. Run it where the queue is idle (say, a fresh database: DATABASE_URL)."
             )
         count, name = background_runs, f"background, {model_delay_ms:g} ms model"
+        concurrency, patience_s = max(count, 200), 120.0 + count * 0.5  # a slow machine may need ~30 ms a run
         with _bench_user() as token, InstantModelServer(model_delay_ms) as model:
             env = _http_env(model.url)
             started = time.perf_counter()
@@ -233,17 +234,17 @@ class Command(BaseCommand):
                 f"  background: {count} runs queued in {queued_s:.1f} s; one run_worker process drives them …"
             )
             try:
-                with Worker(env, concurrency=max(count, 200)) as worker:
+                with Worker(env, concurrency=concurrency) as worker:
                     begun = time.perf_counter()
-                    _wait_for(lambda: _left(ids, RunStatus.QUEUED) < count, worker, begun, "none taken")
+                    _wait_for(lambda: _left(ids, RunStatus.QUEUED) < count, worker, begun, "none taken", patience_s)
                     up_s = time.perf_counter() - begun
                     with ServerUsage(worker.proc.pid, postgres=_local_postgres()) as usage:
-                        _wait_for(lambda: _left(ids, RunStatus.DONE, negate=True) == 0, worker, begun, "not all done")
+                        done = lambda: _left(ids, RunStatus.DONE, negate=True) == 0  # noqa: E731 - read again each poll
+                        _wait_for(done, worker, begun, "not all done", patience_s)
                     done_s = time.perf_counter() - begun
                 _check_answers(ids)
             finally:  # the runs go with the bench user; their finished tasks go here
                 DBTaskResult.objects.filter(args_kwargs__args__0__in=[str(pk) for pk in ids]).delete()
-        concurrency = max(count, 200)
         work = (
             f"{count} 3-turn runs queued at once (model {model_delay_ms:g} ms/call), one run_worker process "
             f"(--concurrency {concurrency})"
@@ -384,7 +385,7 @@ def _left(ids: list[uuid.UUID], status: str, negate: bool = False) -> int:
     return (runs.exclude(status=status) if negate else runs.filter(status=status)).count()
 
 
-def _wait_for(condition: Callable[[], bool], worker, started: float, what: str, timeout_s: float = 120.0) -> None:
+def _wait_for(condition: Callable[[], bool], worker, started: float, what: str, timeout_s: float) -> None:
     """Poll until `condition()`; CommandError (`what`, the worker's log tail) when the worker stops or time runs out."""
     while not condition():
         stopped = worker.proc.poll() is not None
