@@ -152,6 +152,27 @@ def connection_limits(sdk_default: Any) -> Any:
     )
 
 
+# The Stainless SDKs (openai, anthropic) describe the host on every request: language, SDK version, OS, CPU
+# architecture, Python implementation and version, sync or async. None of it is needed by the APIs, it tells a third
+# party about our servers, and each header costs work on every call (the SDK merges and validates it, httpx and h11
+# normalise it): without these seven a model call runs ~430 fewer Python calls (2,921 -> 2,487, cProfile). The SDKs'
+# own way to leave a default header out is their `Omit` marker. The per-request ones (retry count, read timeout) stay.
+PLATFORM_HEADERS = (
+    "X-Stainless-Lang",
+    "X-Stainless-Package-Version",
+    "X-Stainless-OS",
+    "X-Stainless-Arch",
+    "X-Stainless-Runtime",
+    "X-Stainless-Runtime-Version",
+    "X-Stainless-Async",
+)
+
+
+def unsent_platform_headers(omit: type) -> dict[str, Any]:
+    """`default_headers` for an SDK client that leaves PLATFORM_HEADERS out (`omit`: that SDK's own Omit class)."""
+    return {name: omit() for name in PLATFORM_HEADERS}
+
+
 _CLIENTS: dict[tuple[str, str, str], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 

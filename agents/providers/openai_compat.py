@@ -116,6 +116,7 @@ def build_client(base_url: str, api_key: str) -> openai.OpenAI:
         api_key=api_key,
         base_url=base_url,
         http_client=http_client,
+        default_headers=_common.unsent_platform_headers(openai.Omit),
         timeout=float(settings.AGENT_LLM_TIMEOUT_S),
         max_retries=int(settings.AGENT_LLM_MAX_RETRIES),
     )

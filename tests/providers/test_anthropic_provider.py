@@ -147,6 +147,14 @@ def test_key_is_sent(anthropic_env):
     assert KEY in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer "))
 
 
+def test_the_hosts_platform_is_not_described_to_the_provider(anthropic_env):
+    anthropic_env.add("POST", ANTHROPIC_PATH, json=llm.anthropic_text("ok"))
+    AnthropicProvider().complete(llm.request())
+    headers = {name.lower() for name in anthropic_env.requests[-1].headers}
+    assert not headers & {name.lower() for name in _common.PLATFORM_HEADERS}  # no OS, arch, runtime, versions
+    assert {"anthropic-version", "user-agent", "content-type"} <= headers  # what the API uses
+
+
 # --- retries, timeouts, errors ---------------------------------------------------------------------------------
 
 

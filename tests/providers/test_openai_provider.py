@@ -128,6 +128,14 @@ def test_key_is_sent_as_bearer_token(openai_env):
     assert openai_env.requests[-1].headers["authorization"] == f"Bearer {KEY}"
 
 
+def test_the_hosts_platform_is_not_described_to_the_provider(openai_env):
+    openai_env.add("POST", OPENAI_PATH, json=llm.openai_text("ok"))
+    OpenAIProvider().complete(llm.request())
+    headers = {name.lower() for name in openai_env.requests[-1].headers}
+    assert not headers & {name.lower() for name in _common.PLATFORM_HEADERS}  # no OS, arch, runtime, versions
+    assert {"authorization", "user-agent", "content-type", "x-stainless-retry-count"} <= headers  # what the API uses
+
+
 # --- retries, timeouts, errors ---------------------------------------------------------------------------------
 
 
