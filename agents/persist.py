@@ -130,10 +130,11 @@ def _step_params(db, steps: list[StepValues]) -> list[Any]:
 
 
 @cache
-def _commit_sql(vendor: str, steps: int, notify: bool) -> str:
+def _commit_sql(vendor: str, steps: int, notify: bool, relaxed: bool = False) -> str:
     """PostgreSQL: a unit's whole commit as one statement (data-modifying CTEs run atomically, in one round trip,
     where BEGIN, UPDATE, INSERT, COMMIT took four). The steps are inserted, and the NOTIFY sent (on commit), only when
-    the run's UPDATE matched."""
+    the run's UPDATE matched. `relaxed`: the statement sets synchronous_commit off for its own transaction (the one
+    it runs in, so the setting ends with it), which therefore commits without waiting for the WAL flush."""
     update = _update_sql(vendor) + " RETURNING 1"
     ctes = [f"u AS ({update})"]
     if steps:
@@ -143,17 +144,25 @@ def _commit_sql(vendor: str, steps: int, notify: bool) -> str:
         values = ", ".join([row] * steps)
         ctes.append(f"i AS ({columns} SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM u))")
     ring = ", (SELECT pg_notify(%s, %s) FROM u)" if notify else ""
-    return f"WITH {', '.join(ctes)} SELECT count(*){ring} FROM u"
+    relax = ", (SELECT set_config('synchronous_commit', 'off', true))" if relaxed else ""
+    return f"WITH {', '.join(ctes)} SELECT count(*){ring}{relax} FROM u"
 
 
 def commit_unit(
-    run_id, token: str, fields: dict[str, Any], steps: list[StepValues], *, notify: str | None = None
+    run_id,
+    token: str,
+    fields: dict[str, Any],
+    steps: list[StepValues],
+    *,
+    notify: str | None = None,
+    relaxed: bool = False,
 ) -> bool:
     """Update the held run and append its new steps atomically; False (and nothing appended) when the run is no
     longer held by `token` or is done. A doubled step raises IntegrityError.
 
     On PostgreSQL, `notify` (a channel) has the same statement NOTIFY the run's id there once it commits; elsewhere
-    it is ignored (the caller rings its own doorbell)."""
+    it is ignored (the caller rings its own doorbell). `relaxed`: on PostgreSQL this commit does not wait for its WAL
+    flush (settings.AGENT_RELAXED_COMMITS says when that is safe); SQLite in WAL mode never waits for one."""
     db = _db()
     if db.vendor != "postgresql":
         with transaction.atomic(savepoint=False):
@@ -165,5 +174,5 @@ def commit_unit(
     if notify:
         params += [notify, str(run_id)]
     with db.cursor() as cursor:
-        cursor.execute(_commit_sql(db.vendor, len(steps), bool(notify)), params)
+        cursor.execute(_commit_sql(db.vendor, len(steps), bool(notify), relaxed), params)
         return cursor.fetchone()[0] > 0

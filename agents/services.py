@@ -773,8 +773,11 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
     fields |= lease
     new_steps = rows.step_values(run.pk, [_storable(e) for e in events], now)
     rings = doorbell.kind() == "postgres" and connection.vendor == "postgresql"  # the commit NOTIFYs, no round trip
+    relaxed = not release and _only_a_model_call_follows(state)
     try:
-        if not persist.commit_unit(run.pk, held.token, fields, new_steps, notify=doorbell.CHANNEL if rings else None):
+        if not persist.commit_unit(
+            run.pk, held.token, fields, new_steps, notify=doorbell.CHANNEL if rings else None, relaxed=relaxed
+        ):
             return _cancelled(held, state, fields)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None
@@ -788,6 +791,13 @@ def _commit(held: Held, state: RunState, events: list[dict], *, release: bool) -
         doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
     _log_commit(run, state, events)
     _announce(run, before, state.status, held.owner)
+
+
+def _only_a_model_call_follows(state: RunState) -> bool:
+    """Whether, after this commit, the run's next act is a model call: it goes on, and no tool call waits (a tool may
+    have side effects, and what it acts on must be stored for good first). Such a commit may skip waiting for the
+    database's flush (settings.AGENT_RELAXED_COMMITS): losing it to a database crash costs a repeated model call."""
+    return settings.AGENT_RELAXED_COMMITS and state.status == RunStatus.RUNNING and not engine.pending_calls(state)
 
 
 def _announce(run: Run, before: str, after: str, owner=None) -> None:

@@ -117,6 +117,12 @@ if _POSTGRES and env.bool("DB_SERVER_SIDE_BINDING", default=True):
         {"server_side_binding": True, "prepare_threshold": env.int("DB_PREPARE_THRESHOLD", default=2)}
     )
 AGENT_RELEASE_DB_DURING_MODEL_CALLS = env.bool("AGENT_RELEASE_DB_DURING_MODEL_CALLS", default=_POSTGRES)
+# PostgreSQL: a unit's commit that only a model call follows (no tool with side effects, no pause, not the run's
+# end) does not wait for its WAL flush (synchronous_commit off for that one transaction). A killed worker loses
+# nothing by it (the server has the commit); only a crash of the database server itself can lose such a step (its
+# run then repeats up to ~0.6 s of model calls). Every other commit, and the run's last, waits as before, which also
+# makes all earlier ones durable. AGENT_RELAXED_COMMITS=0: every commit waits for its flush.
+AGENT_RELAXED_COMMITS = env.bool("AGENT_RELAXED_COMMITS", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Shared cache: Redis when REDIS_URL is set, else Django's database cache (shared by every process).
