@@ -330,3 +330,29 @@ def test_compatible_provider_uses_its_base_url_and_key(settings, stub, cls, key_
     assert stub.requests[-1].headers["authorization"] == f"Bearer {key}"
     assert stub.requests[-1].json()["model"] == model
     assert cls().client() is not OpenAIProvider().client()
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "url"),
+    [
+        ("http://h:81/v1", "/chat/completions", "http://h:81/v1/chat/completions"),
+        ("http://h:81/v1/", "chat/completions", "http://h:81/v1/chat/completions"),
+        ("https://api.anthropic.com", "/v1/messages", "https://api.anthropic.com/v1/messages"),
+        ("http://127.0.0.1:9/a/b/v1", "/chat/completions", "http://127.0.0.1:9/a/b/v1/chat/completions"),
+    ],
+)
+def test_the_endpoint_is_the_path_on_the_clients_base_url(base, path, url):
+    from agents.providers.openai_compat import build_client
+
+    client = build_client(base, KEY)
+    assert _common.endpoint(client, path) == url
+    assert _common.endpoint(client, path) is _common.endpoint(client, path)  # merged once per client
+    other = build_client("http://other:82/v2", KEY)
+    assert _common.endpoint(other, path).startswith("http://other:82/v2/")
+
+
+def test_a_base_url_with_a_path_of_its_own_is_kept(openai_env, settings):
+    settings.OPENAI_BASE_URL = openai_env.url + "/proxy/openai/v1"
+    openai_env.add("POST", "/proxy/openai/v1/chat/completions", json=llm.openai_text("via the proxy"))
+    assert OpenAIProvider().complete(llm.request()).text == "via the proxy"
+    assert openai_env.requests[-1].path == "/proxy/openai/v1/chat/completions"
