@@ -85,12 +85,22 @@ def _run_attnames() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(f.name for f in fields), tuple(f.attname for f in fields)
 
 
-def insert_run(run: Run) -> None:
-    """Insert a new run row: the model's constructor applied every default; created/updated are set by the caller."""
+@cache
+def _insert_run_relaxed_sql(vendor: str) -> str:
+    """PostgreSQL: the insert, with synchronous_commit off for its own transaction (see `insert_run`)."""
+    return f"WITH i AS ({_insert_run_sql(vendor)}) SELECT set_config('synchronous_commit', 'off', true)"
+
+
+def insert_run(run: Run, *, relaxed: bool = False) -> None:
+    """Insert a new run row: the model's constructor applied every default; created/updated are set by the caller.
+
+    `relaxed`: on PostgreSQL the insert's transaction commits without waiting for its WAL flush, as a unit's commit
+    that a model call follows does (`commit_unit`); the caller says when that is safe. Elsewhere it is ignored."""
     names, attnames, db = *_run_attnames(), _db()
     params = _adapt([getattr(run, a) for a in attnames], _adapters(Run, names, db.vendor), db)
+    relaxed = relaxed and db.vendor == "postgresql"
     with db.cursor() as cursor:
-        cursor.execute(_insert_run_sql(db.vendor), params)
+        cursor.execute((_insert_run_relaxed_sql if relaxed else _insert_run_sql)(db.vendor), params)
     run._state.adding, run._state.db = False, db.alias
 
 

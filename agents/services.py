@@ -100,13 +100,20 @@ def submit_run(*, owner, options: RunOptions) -> Run:
             enqueue(run)
         return run
     token = uuid.uuid4().hex
-    run = start_run(owner=owner, options=options, lease_owner=token)  # inserted already held by this worker
+    # Inserted already held by this worker, which calls the model next: like a unit's commit that a model call
+    # follows, the insert may skip waiting for its flush (AGENT_RELAXED_COMMITS). The request's last commit waits
+    # for it, and so makes the run durable before any response tells the client about it.
+    relaxed = settings.AGENT_RELAXED_COMMITS
+    run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed)
     held = Held(run, token, rows.state_from_rows(run, []), owner=owner)
     return _drive(held, None if options.mode == RunMode.SYNC else 1)
 
 
-def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: bool = False) -> Run:
-    """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held.
+def start_run(
+    *, owner, options: RunOptions, lease_owner: str = "", new_thread: bool = False, relaxed: bool = False
+) -> Run:
+    """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held. `relaxed`:
+    the insert does not wait for the database's flush (persist.insert_run); only for a run this request drives on.
 
     `new_thread` starts a thread for it (titled from its input) in the same transaction: a run that cannot start
     leaves no empty thread. Over the owner's daily token quota: QuotaExceeded, and nothing is stored.
@@ -115,7 +122,9 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: 
     if new_thread:
         with transaction.atomic():
             thread = create_thread(owner=owner)
-            return start_run(owner=owner, options=replace(options, thread_id=thread.pk), lease_owner=lease_owner)
+            return start_run(
+                owner=owner, options=replace(options, thread_id=thread.pk), lease_owner=lease_owner, relaxed=relaxed
+            )
     options = with_agent(options)
     provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
     try:
@@ -159,11 +168,11 @@ def start_run(*, owner, options: RunOptions, lease_owner: str = "", new_thread: 
         updated_at=now,
     )
     if thread is None:
-        persist.insert_run(run)
+        persist.insert_run(run, relaxed=relaxed)
         return run
     try:
         with transaction.atomic():  # the thread's partial unique index refuses a second run that is not done
-            persist.insert_run(run)
+            persist.insert_run(run, relaxed=relaxed)
             title = Case(When(title="", then=Value(options.input[:80])), default=F("title"))
             Thread.objects.filter(pk=thread.pk).update(updated_at=now, title=title)
     except IntegrityError:
