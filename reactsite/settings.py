@@ -121,7 +121,8 @@ AGENT_RELEASE_DB_DURING_MODEL_CALLS = env.bool("AGENT_RELEASE_DB_DURING_MODEL_CA
 # end) does not wait for its WAL flush (synchronous_commit off for that one transaction). A killed worker loses
 # nothing by it (the server has the commit); only a crash of the database server itself can lose such a step (its
 # run then repeats up to ~0.6 s of model calls). Every other commit, and the run's last, waits as before, which also
-# makes all earlier ones durable. AGENT_RELAXED_COMMITS=0: every commit waits for its flush.
+# makes all earlier ones durable. The insert of a sync or step run does not wait either (its model call comes next,
+# and the request's last commit waits before any response names the run). AGENT_RELAXED_COMMITS=0: all of them wait.
 AGENT_RELAXED_COMMITS = env.bool("AGENT_RELAXED_COMMITS", default=True)
 # gunicorn's workers collect once and freeze what survives after their first requests, so a full garbage collection
 # no longer scans Django's and the SDKs' long-lived objects: ~150 -> ~18 ms per full collection, the collector 4.2 ->
