@@ -515,7 +515,7 @@ class Held:
         self.run, self.token, self.state = run, token, state
         self.owner = owner  # the owner's user object when the caller has it (its quota facts spare a query)
         self.admission: quotas.Admission | None = None  # the owner's quota gate, while units run
-        leases.hold(token)  # renewed every few seconds while this process works on it
+        leases.hold(token, run.pk)  # renewed every few seconds while this process works on it
         self.fresh = True  # stored (inserted or committed) since the last cancellation check
         self.released = False
 

@@ -39,7 +39,7 @@ def execute(*, owner: Any, options: services.RunOptions, book: FixtureBook) -> R
     """Store and drive one replayed run to its end; `book.problem` says whether a call went unanswered."""
     token = uuid.uuid4().hex
     run = services.start_run(owner=owner, options=replace(options, mode=RunMode.STEP), lease_owner=token)
-    leases.hold(token)
+    leases.hold(token, run.pk)
     try:
         _drive(run, token, book)
     finally:
