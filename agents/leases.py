@@ -67,18 +67,30 @@ def _keep() -> None:
         if time.monotonic() - last < lease_s() / 3:
             continue
         last = time.monotonic()
-        with _lock:
-            held_runs = {token: run_id for token, (_, run_id) in _held.items()}
+        held_runs = _held_runs()
         if held_runs:
             renew(held_runs)
+
+
+def _held_runs(clear: bool = False) -> dict[str, Any]:
+    """Token -> run id of every run this process holds (`clear`: and hold none from now on)."""
+    with _lock:
+        held_runs = {token: run_id for token, (_, run_id) in _held.items()}
+        if clear:
+            _held.clear()
+    return held_runs
+
+
+def _ours(held_runs: dict[str, Any]):
+    """Those runs while their tokens still hold them, found by primary key (the lease token has no index)."""
+    return Run.objects.filter(pk__in=list(held_runs.values()), lease_owner__in=list(held_runs))
 
 
 def renew(held_runs: dict[str, Any]) -> int:
     """Push forward the leases of these runs (token -> run id) that their tokens still hold, in one UPDATE found by
     primary key; the number of runs still held."""
     try:
-        runs = Run.objects.filter(pk__in=list(held_runs.values()), lease_owner__in=list(held_runs))
-        renewed = runs.update(lease_expires=until())
+        renewed = _ours(held_runs).update(lease_expires=until())
     except Exception as exc:  # noqa: BLE001 - the database busy or away for a moment: the next round tries again
         log.warning("lease renewal failed: %s", type(exc).__name__)
         renewed = 0
@@ -157,12 +169,10 @@ def hand_back_all() -> list[str]:
     so another worker continues them now instead of after their leases run out. The ids handed back."""
     from agents import services
 
-    with _lock:
-        held_runs = {token: run_id for token, (_, run_id) in _held.items()}
-        _held.clear()
+    held_runs = _held_runs(clear=True)
     if not held_runs:
         return []
-    ours = Run.objects.filter(pk__in=list(held_runs.values()), lease_owner__in=list(held_runs))  # by primary key
+    ours = _ours(held_runs)
     runs = list(ours.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]))
     ours.update(lease_owner="", lease_expires=None)
     for run in runs:

@@ -18,11 +18,11 @@ from tests.conftest import make_user, stored_run_fields
 pytestmark = pytest.mark.django_db
 
 
-def held_run(owner, token: str, **fields) -> Run:
+def held_run(owner, token: str) -> Run:
     soon = timezone.now() + timedelta(seconds=1)
     return Run.objects.create(
         owner=owner,
-        **stored_run_fields(status="running", stop_reason=None, output=None, mode="sync", **fields),
+        **stored_run_fields(status="running", stop_reason=None, output=None, mode="sync"),
         lease_owner=token,
         lease_expires=soon,
     )
