@@ -1,5 +1,5 @@
-"""The hot path's writes, as SQL built once per database: insert a held run; commit a unit (update the held run,
-append its steps).
+"""The hot path's writes, as SQL built once per database: insert a held run; take a run's lease (one conditional
+UPDATE that returns the run as taken); commit a unit (update the held run, append its steps).
 
 Part of the services layer (called inside their transactions, never on its own). A unit's commit runs five times
 in a three-turn run; building these statements through the ORM each time (filter trees, compilers, quoting) cost
@@ -11,12 +11,13 @@ are passed as they are, as the ORM's own preparation would leave them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
-from agents.models import Run, RunStatus, Step
+from agents.models import Run, RunStatus, Step, TokenQuota, Webhook
 
 RUN_COLUMNS = (
     "status", "stop_reason", "output", "error", "turns", "reflections", "attempt_start_turn", "prompt_tokens",
@@ -186,3 +187,120 @@ def commit_unit(
     with db.cursor() as cursor:
         cursor.execute(_commit_sql(db.vendor, len(steps), bool(notify), relaxed), params)
         return cursor.fetchone()[0] > 0
+
+
+# -- Taking a run's lease -----------------------------------------------------------------------------------------
+
+
+@cache
+def _run_reader(vendor: str) -> tuple[str, tuple[str, ...], tuple]:
+    """The run's columns as a select list, their attnames, and each column's converters as the ORM's compiler applies
+    them (the backend's, then the field's), so a row read here becomes the same `Run` the ORM would build."""
+    db = _db()
+    q, table = db.ops.quote_name, Run._meta.db_table
+    fields = Run._meta.concrete_fields
+    converters = []
+    for field in fields:
+        column = field.get_col(table)
+        converters.append((tuple(db.ops.get_db_converters(column) + column.get_db_converters(db)), column))
+    columns = ", ".join(f"{q(table)}.{q(f.column)}" for f in fields)
+    return columns, tuple(f.attname for f in fields), tuple(converters)
+
+
+@cache
+def _owner_facts_sql(vendor: str) -> str:
+    """The owner's daily-quota override and whether they have a webhook, as two columns of a statement on the runs
+    table (the API has both from its token look-up; a worker would otherwise read each with a query of its own)."""
+    q = connection.ops.quote_name
+    owner = f"{q(Run._meta.db_table)}.{q('owner_id')}"
+    tq, wt = q(TokenQuota._meta.db_table), q(Webhook._meta.db_table)
+    return (
+        f"(SELECT {tq}.{q('daily_tokens')} FROM {tq} WHERE {tq}.{q('user_id')} = {owner} LIMIT 1), "  # noqa: S608
+        f"EXISTS (SELECT 1 FROM {wt} WHERE {wt}.{q('owner_id')} = {owner})"
+    )
+
+
+def _free(q) -> str:
+    return f"({q('lease_owner')} = %s OR {q('lease_expires')} < %s)"
+
+
+@cache
+def _claim_sql(vendor: str, statuses: int, queued: bool, facts: bool) -> str:
+    """One conditional UPDATE that takes a free lease and returns the run as taken (PostgreSQL; SQLite ≥ 3.35).
+
+    `queued`: the run must be queued; it becomes running with a new deadline. Otherwise it must have one of
+    `statuses` and a queued one becomes running. `facts`: the owner's quota facts come along (`_owner_facts_sql`)."""
+    q = connection.ops.quote_name
+    columns = _run_reader(vendor)[0]
+    sets = [f"{q('lease_owner')} = %s", f"{q('lease_expires')} = %s"]
+    if queued:
+        sets += [f"{q('status')} = %s", f"{q('deadline')} = %s"]
+        status = f"{q('status')} = %s"
+    else:
+        sets.append(f"{q('status')} = CASE WHEN {q('status')} = %s THEN %s ELSE {q('status')} END")
+        status = f"{q('status')} IN ({', '.join(['%s'] * statuses)})"
+    returning = columns + (f", {_owner_facts_sql(vendor)}" if facts else "")
+    return (
+        f"UPDATE {q(Run._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608 - our own table and columns
+        f"WHERE {q('id')} = %s AND {status} AND {_free(q)} RETURNING {returning}"
+    )
+
+
+@cache
+def _queued_timeout_sql(vendor: str) -> str:
+    q = connection.ops.quote_name
+    return (
+        f"SELECT {q('timeout_s')} FROM {q(Run._meta.db_table)} "  # noqa: S608 - our own table and columns
+        f"WHERE {q('id')} = %s AND {q('status')} = %s AND {_free(q)}"
+    )
+
+
+def claim(run_id, token: str, statuses: Sequence[str], now, until, *, owner_facts: bool = False) -> Run | None:
+    """Take the run's lease if it has one of `statuses` and its lease is free (a queued run becomes running), in one
+    statement that returns the run as taken; None when nothing matched. `owner_facts`: the returned run also carries
+    `owner_quota` and `owner_has_webhooks`."""
+    db = _db()
+    dt, pk = _adapters(Run, ("lease_expires", "id"), db.vendor)
+    sql = _claim_sql(db.vendor, len(statuses), False, owner_facts)
+    params = [
+        token,
+        dt(until, connection=db),
+        RunStatus.QUEUED.value,
+        RunStatus.RUNNING.value,
+        pk(run_id, connection=db),
+    ]
+    return _claimed(db, sql, [*params, *map(str, statuses), "", dt(now, connection=db)], owner_facts)
+
+
+def claim_queued(run_id, token: str, now, until, *, owner_facts: bool = False) -> Run | None:
+    """Take a queued run whose lease is free, its time budget starting `now` (its deadline becomes now + its
+    timeout_s): reads its timeout, then claims it as `claim` does; None when it is not queued (or not free)."""
+    db = _db()
+    dt, pk = _adapters(Run, ("lease_expires", "id"), db.vendor)
+    run_pk, free = pk(run_id, connection=db), ["", dt(now, connection=db)]
+    with db.cursor() as cursor:
+        cursor.execute(_queued_timeout_sql(db.vendor), [run_pk, RunStatus.QUEUED.value, *free])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    deadline = dt(now + timedelta(seconds=row[0]), connection=db)
+    sql = _claim_sql(db.vendor, 1, True, owner_facts)
+    params = [token, dt(until, connection=db), RunStatus.RUNNING.value, deadline, run_pk, RunStatus.QUEUED.value]
+    return _claimed(db, sql, [*params, *free], owner_facts)
+
+
+def _claimed(db, sql: str, params: list[Any], owner_facts: bool) -> Run | None:
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    _, attnames, converters = _run_reader(db.vendor)
+    values = list(row[: len(attnames)])
+    for i, (found, column) in enumerate(converters):
+        for convert in found:
+            values[i] = convert(values[i], column, db)
+    run = Run.from_db(db.alias, attnames, values)
+    if owner_facts:
+        run.owner_quota, run.owner_has_webhooks = row[-2], bool(row[-1])
+    return run

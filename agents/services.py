@@ -16,14 +16,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from agents import doorbell, engine, leases, notify, persist, quotas, rows, runtime
 from agents.engine import RunState
 from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
-from agents.models import Agent, Run, RunMode, RunStatus, StopReason, Thread, TokenQuota, Webhook
+from agents.models import Agent, Run, RunMode, RunStatus, StopReason, Thread
 from agents.permissions import can_decide, can_invoke_sensitive
 from agents.providers import ProviderConfigError, validate_choice
 from agents.tools import ToolContext
@@ -469,43 +469,28 @@ def cancel_run(*, run_id, actor=None) -> Run:
     return run
 
 
-def _claim(run_id, statuses: list[str], start_budget: bool = False) -> str:
-    """Take the run's lease with one conditional UPDATE (a queued run becomes running in the same statement).
+def _claim(run_id, statuses: list[str], start_budget: bool = False, owner_facts: bool = False) -> tuple[Run, str]:
+    """Take the run's lease with one conditional UPDATE that returns the run as taken (a queued run becomes running in
+    the same statement); the run and the lease token.
 
     `start_budget`: a queued run's deadline is reset to now + its timeout_s (its budget starts when a worker first
-    takes it, not when it was queued); costs one read, so only the background worker asks for it.
+    takes it, not when it was queued); costs one read, so only the background worker asks for it. `owner_facts`: the
+    run carries its owner's quota override and webhook flag (persist.claim).
     """
     token, now = uuid.uuid4().hex, timezone.now()
-    free = Q(lease_owner="") | Q(lease_expires__lt=now)
-    ours = Run.objects.filter(Q(pk=run_id) & Q(status__in=statuses) & free)
-    if start_budget and _claim_queued(ours, token, now):
-        return token
-    claimed = ours.update(
-        lease_owner=token,
-        lease_expires=leases.until(),
-        status=Case(When(status=RunStatus.QUEUED, then=Value(RunStatus.RUNNING)), default=F("status")),
-    )
-    if claimed:
-        return token
+    run = None
+    if start_budget:
+        run = persist.claim_queued(run_id, token, now, leases.until(), owner_facts=owner_facts)
+    if run is None:
+        run = persist.claim(run_id, token, statuses, now, leases.until(), owner_facts=owner_facts)
+    if run is not None:
+        return run, token
     status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
     if status is None:
         raise Run.DoesNotExist
     if status == RunStatus.DONE:
         raise RunFinished("The run is done.")
     raise RunBusy("Another request is advancing this run right now.", status=status)
-
-
-def _claim_queued(runs, token: str, now) -> bool:
-    """Claim a queued run with its budget starting now; False when it is not queued (or not free)."""
-    timeout_s = runs.filter(status=RunStatus.QUEUED).values_list("timeout_s", flat=True).first()
-    if timeout_s is None:
-        return False
-    deadline = now + timedelta(seconds=timeout_s)
-    return bool(
-        runs.filter(status=RunStatus.QUEUED).update(
-            lease_owner=token, lease_expires=leases.until(), status=RunStatus.RUNNING, deadline=deadline
-        )
-    )
 
 
 class Held:
@@ -536,10 +521,8 @@ class Held:
 
 
 def _hold(run_id, statuses: list[str], start_budget: bool = False, owner=None) -> Held:
-    token = _claim(run_id, statuses, start_budget)
+    run, token = _claim(run_id, statuses, start_budget, owner_facts=owner is None)
     try:
-        runs = Run.objects.all() if owner is not None else _with_owner_facts(Run.objects.all())
-        run = runs.get(pk=run_id)
         # A run no unit has committed yet (version 0: a queued run's first take) has no steps to read.
         state = rows.state_from_rows(run, run.steps.order_by("index") if run.version else [])
     except BaseException:
@@ -548,15 +531,6 @@ def _hold(run_id, statuses: list[str], start_budget: bool = False, owner=None) -
     if owner is None:  # a worker: what the quota gate and the notifications ask of the owner came with the run
         owner = SimpleNamespace(pk=run.owner_id, quota_facts=(run.owner_quota,), has_webhooks=run.owner_has_webhooks)
     return Held(run, token, state, owner=owner if owner.pk == run.owner_id else None)
-
-
-def _with_owner_facts(runs):
-    """The runs with their owner's quota override and whether the owner has webhooks, in the same statement (the API
-    has both from its token look-up; a worker would otherwise read each with a query of its own)."""
-    override = TokenQuota.objects.filter(user_id=OuterRef("owner_id")).values("daily_tokens")[:1]
-    return runs.annotate(
-        owner_quota=Subquery(override), owner_has_webhooks=Exists(Webhook.objects.filter(owner_id=OuterRef("owner_id")))
-    )
 
 
 def _release(run_id, token: str) -> None:

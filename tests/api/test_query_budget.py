@@ -49,21 +49,22 @@ def test_creating_a_three_turn_sync_run(api, quiet, committed, django_assert_num
 
 def test_a_step_mode_advance(api, quiet, django_assert_num_queries):
     run = create_run(api, mode="step").json()
-    # read the run, claim it, read it and its steps, commit the reply with its calculator result (lease released)
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 1 + 2 + COMMIT):
+    # read the run, claim it (the claim's UPDATE returns the run as claimed), read its steps, commit the reply with its
+    # calculator result (lease released)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 1 + 1 + COMMIT):
         response = api.post(run_url(run["id"], "advance"), {}, format="json")
     assert response.status_code == 200 and response.json()["turns"] == 2
 
 
 def test_a_background_runs_first_take(api, quiet, committed, django_assert_num_queries):
     """The worker's share of a queued run (without the task queue's own statements, which are django-tasks-db's):
-    read its timeout and claim it with its budget starting now, read it together with its owner's quota override and
-    whether the owner has webhooks (no steps to read yet: no unit has committed), then the three commits. The owner
-    has no webhooks, so the announcement reads nothing."""
+    read its timeout, then claim it with its budget starting now in an UPDATE that returns it together with its owner's
+    quota override and whether the owner has webhooks (no steps to read yet: no unit has committed), then the three
+    commits. The owner has no webhooks, so the announcement reads nothing."""
     from agents import services
 
     run = create_run(api, mode="background").json()
-    with django_assert_num_queries(2 + 1 + 3 * COMMIT + NOTIFY), committed() as callbacks:
+    with django_assert_num_queries(2 + 3 * COMMIT + NOTIFY), committed() as callbacks:
         assert services.run_background(run_id=run["id"]) == "done"
     assert len(callbacks) == 1  # the run.done announcement, after the commit
 
@@ -88,9 +89,10 @@ def test_an_approval_decision(api, quiet, reviewer, django_assert_num_queries):
     assert run["status"] == "awaiting_approval"
     staff = client_for(reviewer)
     # the view's look-up, the reviewer's permissions (2), the owner's quota (the reviewer is not the owner: their
-    # facts did not come with the token), the service's read, claim, read run and steps, then two commits: the
-    # decision (stored before any tool runs), then the rest of the unit (a denial: the run row only)
-    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 2 + 1 + 1 + 1 + 2 + COMMIT + 1):
+    # facts did not come with the token), the service's read, the claim (which returns the run with its owner's
+    # facts), its steps, then two commits: the decision (stored before any tool runs), then the rest of the unit (a
+    # denial: the run row only)
+    with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 2 + 1 + 1 + 1 + 1 + COMMIT + 1):
         response = staff.post(run_url(run["id"], "advance"), {"approval": False}, format="json")
     assert response.status_code == 200
     assert response.json()["status"] == "running"
