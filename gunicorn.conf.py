@@ -40,13 +40,16 @@ def worker_exit(server, worker) -> None:
 
 
 def post_worker_init(worker) -> None:
-    """The garbage collector is set for a long-lived process (reactsite/heap.py). On SIGTERM a gevent worker hands
-    its runs in flight back to the queue at once instead of holding them through the graceful period: each run's
-    greenlet is interrupted and releases and re-queues its run."""
+    """What the first runs would build is built first (agents/runtime.py `warm`), and the garbage collector is set for
+    a long-lived process (reactsite/heap.py). On SIGTERM a gevent worker hands its runs in flight back to the queue at
+    once instead of holding them through the graceful period: each run's greenlet is interrupted and releases and
+    re-queues its run."""
     import signal
 
+    from agents import runtime
     from reactsite import heap
 
+    runtime.warm()  # the SDKs and tables its first requests would otherwise build while every other request waits
     heap.install()  # the garbage collector set for a long-lived process (reactsite/heap.py)
     if "gevent" not in worker.cfg.worker_class_str.lower():  # "gevent", ours, or gunicorn's class by its path
         return

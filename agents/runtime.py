@@ -6,10 +6,19 @@ import time
 
 from django.conf import settings
 
-from agents.engine import Toolset
+from agents import providers
+from agents.engine import Toolset, wrapping
 from agents.models import Run
 from agents.providers import Provider, get_provider
 from agents.tools import Tool, ToolContext, ToolRegistry, load_builtin_tools, mcp
+
+
+def warm() -> None:
+    """Build before serving what a process would otherwise build during its first runs, while every run then in flight
+    in that (gevent) process waits, about a second in all: the SDKs of the providers that can be used, and the
+    engine's look-alike table for tool output (~0.25 s). gunicorn's post_worker_init and run_worker call it."""
+    wrapping.warm()
+    providers.warm()
 
 
 def clock() -> float:

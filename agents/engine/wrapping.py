@@ -112,6 +112,11 @@ def _folding() -> _Folding:
     return _Folding(table, re.compile("[" + "".join(map(re.escape, openers)) + "]"))
 
 
+def warm() -> None:
+    """Build the look-alike table now (a host calls this before it serves, rather than stall its first tool call)."""
+    _folding()
+
+
 def skeleton(text: str) -> str:
     """The text as compared with the markers: look-alikes (Unicode TR39) folded, lower case, separators dropped."""
     return text.translate(_folding().table)

@@ -43,5 +43,8 @@ class Command(BaseCommand):
             worker_id=f"{socket.gethostname()}-{os.getpid()}"[:64],
             excluded_queue_names=[],
         )
+        from agents import runtime
+
+        runtime.warm()  # the SDKs and tables its first runs would otherwise build while the others wait
         worker.configure_signals()
         worker.run()
