@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from importlib import import_module
 
 from django.conf import settings
 
 from agents.providers.base import Provider, ProviderConfigError
+
+log = logging.getLogger(__name__)
 
 # name -> "module:Class"; modules are imported on first use so an unused SDK is never loaded.
 PROVIDERS: dict[str, str] = {
@@ -77,11 +80,16 @@ def warm() -> list[str]:
     """Import the module (and SDK) of every allowed provider that has its key, before the process serves: importing
     the openai SDK takes ~0.7 s and the anthropic SDK ~1.7 s, during which, on a first call, every run in flight in a
     gevent process waits. A provider without its key is left unimported (the anthropic SDK alone is ~40 MB a
-    process). Returns the names imported."""
+    process). One that fails to import is logged and left for its first call to report, as without a warm-up: the
+    process still serves the others. Returns the names imported."""
     names = []
     for name in settings.AGENT_ALLOWED_PROVIDERS:
         key = KEY_SETTINGS.get(name)
         if name in PROVIDERS and (key is None or str(getattr(settings, key, "") or "").strip()):
-            provider_class(name)
+            try:
+                provider_class(name)
+            except ImportError as exc:
+                log.warning("provider %s could not be imported: %s", name, exc)
+                continue
             names.append(name)
     return names

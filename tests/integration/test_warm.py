@@ -63,6 +63,14 @@ def test_warm_names_what_it_imported(settings):
     assert providers.warm() == ["demo", "openai"]
 
 
+def test_a_provider_that_fails_to_import_is_logged_and_the_others_are_warmed(settings, monkeypatch, caplog):
+    monkeypatch.setitem(providers.PROVIDERS, "broken", "agents.providers.no_such_module:Nothing")
+    settings.AGENT_ALLOWED_PROVIDERS = ["broken", "demo"]
+    with caplog.at_level("WARNING", logger="agents.providers"):
+        assert providers.warm() == ["demo"]
+    assert "provider broken could not be imported" in caplog.text
+
+
 @pytest.mark.parametrize("worker_class", ["reactsite.gunicorn_worker.GeventWorker", "gthread"])
 def test_gunicorns_workers_warm_before_they_serve(monkeypatch, worker_class):
     calls = []
