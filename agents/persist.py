@@ -192,19 +192,34 @@ def commit_unit(
 # -- Taking a run's lease -----------------------------------------------------------------------------------------
 
 
+def db_converters(db, model, fields) -> list[tuple[list, Any]]:
+    """Each field's converters as the ORM's compiler applies them to a column it reads (the backend's, then the
+    field's), with the column they are called with: for rows read by SQL of our own (`converted`)."""
+    converters = []
+    for field in fields:
+        column = field.get_col(model._meta.db_table)
+        converters.append((db.ops.get_db_converters(column) + column.get_db_converters(db), column))
+    return converters
+
+
+def converted(values: list[Any], converters: Sequence[tuple[list, Any]], db) -> list[Any]:
+    """A row's leading values (one per converter, in its order; later values are left as they are) as the ORM would
+    pass them to `Model.from_db`."""
+    for i, (found, column) in enumerate(converters):
+        for convert in found:
+            values[i] = convert(values[i], column, db)
+    return values
+
+
 @cache
-def _run_reader(vendor: str) -> tuple[str, tuple[str, ...], tuple]:
-    """The run's columns as a select list, their attnames, and each column's converters as the ORM's compiler applies
-    them (the backend's, then the field's), so a row read here becomes the same `Run` the ORM would build."""
+def _run_reader(vendor: str) -> tuple[str, tuple[str, ...], list]:
+    """The run's columns as a select list, their attnames and their converters, so a row read here becomes the same
+    `Run` the ORM would build."""
     db = _db()
     q, table = db.ops.quote_name, Run._meta.db_table
     fields = Run._meta.concrete_fields
-    converters = []
-    for field in fields:
-        column = field.get_col(table)
-        converters.append((tuple(db.ops.get_db_converters(column) + column.get_db_converters(db)), column))
     columns = ", ".join(f"{q(table)}.{q(f.column)}" for f in fields)
-    return columns, tuple(f.attname for f in fields), tuple(converters)
+    return columns, tuple(f.attname for f in fields), db_converters(db, Run, fields)
 
 
 @cache
@@ -296,11 +311,7 @@ def _claimed(db, sql: str, params: list[Any], owner_facts: bool) -> Run | None:
     if row is None:
         return None
     _, attnames, converters = _run_reader(db.vendor)
-    values = list(row[: len(attnames)])
-    for i, (found, column) in enumerate(converters):
-        for convert in found:
-            values[i] = convert(values[i], column, db)
-    run = Run.from_db(db.alias, attnames, values)
+    run = Run.from_db(db.alias, attnames, converted(list(row[: len(attnames)]), converters, db))
     if owner_facts:
         run.owner_quota, run.owner_has_webhooks = row[-2], bool(row[-1])
     return run

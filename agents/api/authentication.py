@@ -21,6 +21,7 @@ from rest_framework.authtoken.models import Token
 
 from agents import quotas
 from agents.models import DailyUsage, TokenQuota, Webhook
+from agents.persist import converted, db_converters
 
 
 @cache
@@ -50,12 +51,7 @@ def _lookup(db: str) -> tuple[str, list[str], list[str], list]:
         f"LEFT JOIN {dt} ON {dt}.{q('owner_id')} = {user_pk} AND {dt}.{q('day')} = %s "
         f"WHERE {t}.{q('key')} = %s"
     )
-    converters = []
-    for model, fields in ((Token, token_fields), (user_model, user_fields)):
-        for field in fields:
-            column = field.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-            converters.append((found, column))
+    converters = db_converters(connection, Token, token_fields) + db_converters(connection, user_model, user_fields)
     return sql, [f.attname for f in token_fields], [f.attname for f in user_fields], converters
 
 
@@ -70,10 +66,7 @@ class FastTokenAuthentication(TokenAuthentication):
             row = cursor.fetchone()
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        row, (override, prompt, completion, hooks) = list(row[:-4]), row[-4:]
-        for i, (found, column) in enumerate(converters):
-            for convert in found:
-                row[i] = convert(row[i], column, connection)
+        row, (override, prompt, completion, hooks) = converted(list(row[:-4]), converters, connection), row[-4:]
         token = Token.from_db(db, token_names, row[: len(token_names)])
         user = Token._meta.get_field("user").related_model.from_db(db, user_names, row[len(token_names) :])
         token.user = user
