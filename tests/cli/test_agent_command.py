@@ -165,7 +165,10 @@ def test_a_model_error_exits_1_and_says_why(admin, settings, stub):
         ((QUESTION, "--timeout", "601"), "--timeout must be between 1 and 600 seconds"),
         ((QUESTION, "--provider", "nope"), "Provider 'nope' is not allowed"),
         ((QUESTION, "--provider", "openai"), "OPENAI_API_KEY is not set"),
-        ((QUESTION, "--user", "ghost"), "No user 'ghost'"),
+        (
+            (QUESTION, "--user", "ghost"),
+            "No user 'ghost'. Run 'make run' (or '.venv/bin/python manage.py ensure_admin') first",
+        ),
         (("   ",), "The input must have 1 to 8000 characters"),
         (("",), "The input must have 1 to 8000 characters"),
         ((QUESTION, "--model", "gpt-x"), "Model 'gpt-x' is not allowed for provider 'demo'"),

@@ -74,7 +74,8 @@ class Command(BaseCommand):
             return get_user_model().objects.get(username=username)
         except get_user_model().DoesNotExist:
             raise CommandError(
-                f"No user '{username}'. Run 'make run' (or 'manage.py ensure_admin') first, or pass --user.",
+                f"No user '{username}'. Run 'make run' (or '.venv/bin/python manage.py ensure_admin') first, "
+                "or pass --user.",
                 returncode=2,
             ) from None
 

@@ -26,7 +26,7 @@ class Command(BaseCommand):
         from reactsite.green import patched
 
         if not patched():
-            raise CommandError("run_worker needs gevent's patching: start it as `python manage.py run_worker`.")
+            raise CommandError("run_worker needs gevent's patching: run it as `.venv/bin/python manage.py run_worker`")
         if concurrency < 1 or interval <= 0 or drain < 0:
             raise CommandError("--concurrency must be at least 1, --interval above 0 and --drain at least 0.")
         from agents.worker import ConcurrentWorker
