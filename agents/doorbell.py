@@ -4,8 +4,10 @@ Without it every open stream polls the database four times a second. On PostgreS
 on one channel, inside the commit's own statement (agents/persist.py: no extra round trip, and delivered only once
 the commit is); with SQLite and Redis (REDIS_URL) it publishes the id on a Redis channel. Each process listens once
 (one LISTEN connection, or one subscription, however many streams are open) and wakes the streams waiting on that
-run. On SQLite alone — one machine, no server to ring — streams poll as before. AGENT_DOORBELL (auto, redis,
-postgres, poll) picks one by hand.
+run. Whenever the listener (re)connects it wakes every stream it has, since a ring sent while it was not listening
+is lost: so a waiting stream reads the database only when its run has news (or once a minute, as a safety net),
+however long it stays open. On SQLite alone — one machine, no server to ring — streams poll as before.
+AGENT_DOORBELL (auto, redis, postgres, poll) picks one by hand.
 """
 
 from __future__ import annotations
@@ -99,35 +101,47 @@ class _Listener:
         for event in events:
             event.set()
 
+    def _wake_all(self) -> None:
+        """Now listening (again): every waiting stream re-reads once, for the rings sent while no one listened."""
+        with self._lock:
+            events = [event for waiters in self._waiters.values() for event in waiters]
+        for event in events:
+            event.set()
+
     def _run(self) -> None:
         while not self.stopped.is_set():
             try:
-                self._listen(self._wake, self.stopped)
-            except Exception as exc:  # noqa: BLE001 - reconnect; streams re-check on their own meanwhile
+                self._listen(self._wake, self._wake_all, self.stopped)
+            except Exception as exc:  # noqa: BLE001 - reconnect, then every stream re-reads (_wake_all)
                 log.warning("doorbell listener lost (%s); reconnecting", type(exc).__name__)
                 time.sleep(1.0)
 
 
-def _listen_redis(wake, stopped: threading.Event) -> None:
-    pubsub = _redis(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
+def _listen_redis(wake, listening, stopped: threading.Event) -> None:
+    pubsub = _redis(settings.REDIS_URL).pubsub()
     pubsub.subscribe(CHANNEL)
     try:
         while not stopped.is_set():
             message = pubsub.get_message(timeout=1.0)
-            if message is not None:
+            if message is None:
+                continue
+            if message["type"] == "message":
                 wake(message["data"].decode())
+            elif message["type"] == "subscribe":  # Redis confirms: from here on no publish is missed
+                listening()
     finally:
         pubsub.close()
 
 
-def _listen_postgres(wake, stopped: threading.Event) -> None:
+def _listen_postgres(wake, listening, stopped: threading.Event) -> None:
     import psycopg
 
     conf = connection.settings_dict
     params = {"dbname": conf["NAME"], "user": conf["USER"], "password": conf["PASSWORD"] or None}
     params |= {"host": conf["HOST"] or None, "port": conf["PORT"] or None}
     with psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v}) as conn:
-        conn.execute(f"LISTEN {CHANNEL}")
+        conn.execute(f"LISTEN {CHANNEL}")  # done when it returns: every later commit's NOTIFY reaches us
+        listening()
         while not stopped.is_set():
             for notify in conn.notifies(timeout=1.0):
                 wake(notify.payload)

@@ -19,7 +19,9 @@ from agents.services import reacquire_connection, release_connection
 
 POLL_S = 0.25
 KEEPALIVE_S = 15.0
-RECHECK_S = 5.0  # with a doorbell: a ring lost while its listener reconnects costs at most this much delay
+# With a doorbell a stream reads only when rung (its listener rings every stream when it (re)connects, for what it
+# may have missed); this re-read is the safety net for a ring that failed to be sent at all.
+RECHECK_S = 60.0
 MAX_STREAM_S = 600.0  # a paused run can wait for hours: the client reconnects with Last-Event-ID
 
 
@@ -44,9 +46,10 @@ def run_events(
 ) -> Iterator[str]:
     """Step events after index `after`, a `run` event whenever the status changes, then `done`.
 
-    With a doorbell (Redis, or PostgreSQL LISTEN/NOTIFY) the stream sleeps until the run's next commit rings it
-    (re-checking every RECHECK_S all the same); on SQLite it polls every `poll_s`. Between reads it holds no database
-    connection (on PostgreSQL it goes back to the pool): a stream can stay open for minutes.
+    With a doorbell (Redis, or PostgreSQL LISTEN/NOTIFY) the stream sleeps until the run's next commit rings it,
+    sending keep-alives meanwhile without reading anything (and re-reading after RECHECK_S all the same); on SQLite
+    it polls every `poll_s`. Between reads it holds no database connection (on PostgreSQL it goes back to the pool):
+    a stream can stay open for minutes.
     """
     with doorbell.watching(run_id) as bell:
         yield from _stream(run_id, after, bell, poll_s=poll_s, max_s=max_s, sleep=sleep)
@@ -84,5 +87,13 @@ def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> 
         if bell is None:
             sleep(poll_s)
         else:
-            bell.wait(min(RECHECK_S, KEEPALIVE_S))
+            # Until rung: keep-alives for the proxies, no read. At the latest, a read after RECHECK_S (or at max_s).
+            until = min(now + RECHECK_S, started + max_s + 0.001)
+            while not bell.wait(max(0.0, min(until, last_beat + KEEPALIVE_S) - time.monotonic())):
+                now = time.monotonic()
+                if now >= until:
+                    break
+                if now - last_beat >= KEEPALIVE_S:
+                    last_beat = now
+                    yield ": keep-alive\n\n"
         reacquire_connection()
