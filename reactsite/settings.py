@@ -261,7 +261,7 @@ AGENT_LLM_TIMEOUT_S = env.float("AGENT_LLM_TIMEOUT_S", default=30.0)
 AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=2)
 # Idle keep-alive connections kept per provider client and process (the SDKs keep 100). httpcore probes every idle
 # connection for readability on each request; agents/providers/transport.py makes each probe one poll(2) instead of
-# a gevent hub round trip, and this bounds how many there are (README, Benchmarks).
+# a gevent hub round trip, and this bounds how many there are (BENCHMARKS.md).
 AGENT_HTTP_MAX_KEEPALIVE = env.int("AGENT_HTTP_MAX_KEEPALIVE", default=32)
 # A run's lease: short, renewed by the process working on it; a dead worker's runs are taken over this fast.
 AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
