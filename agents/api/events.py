@@ -78,7 +78,7 @@ def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> 
             yield frame("done", RunSerializer(run).data)
             return
         now = time.monotonic()
-        if now - started > max_s:
+        if now - started >= max_s:
             return
         if now - last_beat > KEEPALIVE_S:
             last_beat = now
@@ -88,7 +88,7 @@ def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> 
             sleep(poll_s)
         else:
             # Until rung: keep-alives for the proxies, no read. At the latest, a read after RECHECK_S (or at max_s).
-            until = min(now + RECHECK_S, started + max_s + 0.001)
+            until = min(now + RECHECK_S, started + max_s)
             while not bell.wait(max(0.0, min(until, last_beat + KEEPALIVE_S) - time.monotonic())):
                 now = time.monotonic()
                 if now >= until:
