@@ -20,7 +20,7 @@ from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from agents import doorbell, engine, leases, notify, persist, quotas, rows, runtime
-from agents.engine import RunState
+from agents.engine import RunState, schemas
 from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.models import Agent, Run, RunMode, RunStatus, StopReason, Thread
@@ -204,6 +204,10 @@ def with_agent(options: RunOptions) -> RunOptions:
         if getattr(options, name) is None and value not in (None, ""):
             merged[name] = value
     merged["sensitive_tools"] = tuple(sorted({*options.sensitive_tools, *(agent.sensitive_tools or [])}))
+    if "output_schema" in merged:  # stored before references were checked: refused as a request's would be
+        problem = output_schema_problem(merged["output_schema"])
+        if problem:
+            raise InvalidRequest({"output_schema": [f"Agent {agent.name!r}: {problem}"]})
     return replace(options, **merged)
 
 
@@ -238,17 +242,9 @@ def agent_problems(agent) -> dict[str, list[str]]:
 
 
 def output_schema_problem(schema: Any) -> str | None:
-    """Why `schema` is not a usable JSON Schema (an object that the validator accepts), or None."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    if not isinstance(schema, dict):
-        return "A JSON Schema is a JSON object."
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return f"Not a valid JSON Schema: {exc.message}"
-    return None
+    """Why `schema` is not a usable output schema (a valid JSON Schema object whose references all resolve inside
+    it: nothing is ever fetched), or None."""
+    return schemas.schema_problem(schema)
 
 
 def _thread_and_history(owner, thread_id) -> tuple[Thread | None, list[dict]]:
@@ -691,7 +687,7 @@ class Unheld:
     def complete(self, request):
         if self.admission is not None:  # the owner's daily quota: wait for room (holding nothing), or stop (HostStop)
             self.admission.leave()  # a reservation of an earlier call whose unit did not commit (a reflection)
-            self.admission.enter(request.timeout_s, idle=release_connection)
+            self.admission.enter(request.timeout_s, idle=release_connection, request=request)
         release_connection()
         try:
             return self.model.complete(request)

@@ -10,6 +10,31 @@ os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 
 from tests.support.http_stub import StubServer  # noqa: E402
 
+_TEST_DB_LOCK: list = []  # the open lock file, held for the whole session
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """Two suites at once on one machine (two shells, or CI beside a developer) would create, use and drop the same
+    test database: a session that finds the default one taken (an advisory lock per database name) uses its own."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    from django.conf import settings
+    from pytest_django.fixtures import _set_suffix_to_test_databases
+
+    conf = settings.DATABASES["default"]
+    name = conf.get("TEST", {}).get("NAME") or f"{conf.get('HOST')}:{conf.get('PORT')}/test_{conf['NAME']}"
+    digest = hashlib.sha256(str(name).encode()).hexdigest()[:16]
+    lock = open(os.path.join(tempfile.gettempdir(), f"reactsite-test-db-{digest}.lock"), "w")  # noqa: SIM115
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _TEST_DB_LOCK.append(lock)
+    except BlockingIOError:
+        lock.close()
+        _set_suffix_to_test_databases(f"p{os.getpid()}")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _doorbell_listeners_stop_before_the_test_database_goes(django_db_setup):

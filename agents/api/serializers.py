@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
 from agents import selectors
+from agents.engine.schemas import schema_problem
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
 from agents.services import RUN_LIMITS
 
@@ -259,9 +260,7 @@ class RunCreateSerializer(serializers.Serializer):
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
 
     def validate_output_schema(self, value: dict) -> dict:
-        from agents.services import output_schema_problem
-
-        problem = output_schema_problem(value)
+        problem = schema_problem(value)
         if problem:
             raise serializers.ValidationError(problem)
         return value

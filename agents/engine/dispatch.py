@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from agents.engine.schemas import SchemaUnusable, first_error
 from agents.engine.types import Tool
 from agents.engine.wrapping import prepare
 
@@ -29,29 +29,14 @@ class ToolResult:
     is_error: bool
 
 
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
-
-
-def _validator(parameters: Mapping[str, Any]) -> Draft202012Validator:
-    """Validators are costly to build: keep one per schema object (tool schemas live as long as the process)."""
-    cached = _VALIDATORS.get(id(parameters))
-    if cached is None or cached[0] is not parameters:
-        Draft202012Validator.check_schema(dict(parameters))
-        cached = (parameters, Draft202012Validator(dict(parameters)))
-        _VALIDATORS[id(parameters)] = cached
-    return cached[1]
-
-
 def value_error(schema: Mapping[str, Any], value: Any) -> str | None:
     """The first violation of `schema` by any JSON value, or None (an output schema's check)."""
     try:
-        error = next(iter(_validator(schema).iter_errors(value)), None)
+        return first_error(schema, value)
     except SchemaError:
         return "the output schema is invalid"
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where + ': ' if where else ''}{error.message}"
+    except SchemaUnusable as exc:
+        return f"the output schema is unusable: {exc}"
 
 
 def schema_error(parameters: Mapping[str, Any], arguments: Any) -> str | None:
@@ -59,13 +44,11 @@ def schema_error(parameters: Mapping[str, Any], arguments: Any) -> str | None:
     if not isinstance(arguments, dict):
         return "arguments must be a JSON object"
     try:
-        error = next(iter(_validator(parameters).iter_errors(arguments)), None)
+        return first_error(parameters, arguments)
     except SchemaError:
         return "the tool's schema is invalid"
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where + ': ' if where else ''}{error.message}"
+    except SchemaUnusable as exc:
+        return f"the tool's schema is unusable: {exc}"
 
 
 def _call_with_timeout(tool: Tool, arguments: dict[str, Any], context: Any, timeout_s: float) -> str:

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import mcp.types as types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
+from agents.engine.schemas import schema_problem
 from agents.providers.names import fits_the_wire
 from agents.tools.mcp_bridge import EventLoopThread
 from agents.tools.mcp_config import Limits, ServerConfig
@@ -109,15 +108,9 @@ def make_tool(config: ServerConfig, listed: types.Tool, limits: Limits, invoke: 
         log.warning("MCP server %r: tool %r left out (its name does not fit the providers' rules)", config.name, name)
         return None
     schema = {"type": "object", **(listed.input_schema or {})}
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError:
-        schema = {}
-    if schema.get("type") != "object":  # arguments are always an object
-        log.warning("MCP server %r: tool %r left out (its input schema is invalid)", config.name, name)
-        return None
-    if not references_resolve(schema):
-        log.warning("MCP server %r: tool %r left out (its schema refers outside itself)", config.name, name)
+    problem = schema_problem(schema)
+    if problem is not None or schema.get("type") != "object":  # arguments are always an object
+        log.warning("MCP server %r: tool %r left out (%s)", config.name, name, problem or "its input is not an object")
         return None
     description = listed.description or listed.title or f"The {listed.name} tool of MCP server {config.name}."
     func: ToolFunc = functools.partial(invoke, config.name, listed.name)
@@ -129,39 +122,6 @@ def make_tool(config: ServerConfig, listed: types.Tool, limits: Limits, invoke: 
         sensitive=config.sensitive,
         timeout_s=limits.call_s,
     )
-
-
-def references_resolve(schema: dict[str, Any]) -> bool:
-    """Whether every `$ref` of the schema points inside it (`#`, `#/$defs/…`): validation never looks anything up
-    elsewhere (no network), and never meets a reference it cannot resolve."""
-    stack: list[Any] = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("$ref", "$dynamicRef") and not _resolves(schema, value):
-                    return False
-                if key == "$id" and node is not schema:
-                    return False  # a new base for the references below it
-                stack.append(value)
-    return True
-
-
-def _resolves(root: dict[str, Any], ref: Any) -> bool:
-    if not isinstance(ref, str) or (ref != "#" and not ref.startswith("#/")):
-        return False
-    node: Any = root
-    for part in ref[2:].split("/") if ref != "#" else []:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        elif isinstance(node, dict) and part in node:
-            node = node[part]
-        else:
-            return False
-    return True
 
 
 def result_text(result: types.CallToolResult) -> str:
