@@ -153,14 +153,30 @@ def _current() -> object:
     return gevent.getcurrent() if gevent is not None else threading.current_thread()
 
 
+class Stopping(BaseException):
+    """Raised in a greenlet working on a run when its process stops gracefully (a deploy's SIGTERM): the run is handed
+    back to the queue and the request still answers, with the run as it is now (a BaseException, as GreenletExit
+    is, so no `except Exception` on the way swallows it)."""
+
+
+_stopping = threading.Event()
+
+
+def stopping() -> bool:
+    """Whether this process is stopping gracefully: a run it still drives hands itself back before its next model
+    call (a request accepted in the last moments of a draining worker answers at once too)."""
+    return _stopping.is_set()
+
+
 def stop_all() -> int:
-    """Under gevent: interrupt every greenlet working on a run; each hands its run back as it unwinds (GreenletExit
-    reaches it at its current wait, typically the model call). The number interrupted."""
+    """Under gevent: interrupt every greenlet working on a run; each hands its run back as it unwinds (`Stopping`
+    reaches it at its current wait, typically the model call) and answers its request. The number interrupted."""
     import gevent
 
+    _stopping.set()
     with _lock:
         workers = [g for g, _ in _held.values() if isinstance(g, gevent.Greenlet)]
-    gevent.killall(workers, block=False)
+    gevent.killall(workers, exception=Stopping, block=False)
     return len(workers)
 
 

@@ -207,6 +207,9 @@ class IdempotencyKey(models.Model):
     fingerprint = models.CharField(max_length=64)
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     response = models.JSONField(null=True, blank=True)
+    # The run the first request created, bound in the transaction that inserted it: a retry after any failure of
+    # that request (a crash, a deploy) finds this run instead of creating another.
+    run = models.ForeignKey("Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -7,9 +7,15 @@ round trip and never scans a user's runs or steps.
 A quota (`AGENT_DAILY_TOKEN_QUOTA`, or the user's `TokenQuota` override) is checked:
 - before a run is created or advanced (`check_can_start`: 429 with Retry-After when today's usage has reached it);
 - before every model call of a run (`Admission`): a call that would start with the quota used up stops the run with
-  `quota_exceeded` after the unit that crossed it. Concurrent runs of one user reserve their next call: a call is let
-  in only while the calls in flight, each at the largest single call seen today, still fit; with nothing known yet,
-  one call at a time. So parallel runs near the quota overshoot it by at most about one call's worth.
+  `quota_exceeded` after the unit that crossed it. Concurrent runs of one user reserve their next call, each at an
+  upper bound of what it can cost (`call_bound`: its request's input, a token per byte, plus its output cap), or at
+  the largest single call counted today if that is more: a call is let in only while today's usage, the calls in
+  flight and its own reservation fit in the quota, or when none of the user's calls is in flight (so a run is never
+  starved); with no call counted today yet, one call at a time. The reservation is given back once the unit's commit
+  counted the call's real tokens. So while no call costs more than it reserved, parallel runs overshoot the quota by
+  less than one call: the lone call let in with too little room left. A call that does cost more (a provider past
+  its cap or counting what its request does not show) raises the largest call seen, which every later call then
+  reserves at least.
 A reservation expires with the call's own timeout, and goes as soon as another worker takes its run: a worker that
 died mid-call (kill -9, a lost machine) leaves a reservation behind, and the run's next holder drops it before its
 own first call, so a resumed run never waits on (or stops for) its dead predecessor's call.
@@ -17,6 +23,7 @@ own first call, so a resumed run never waits on (or stops for) its dead predeces
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -26,7 +33,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from agents.engine import HostStop, StopReason
+from agents.engine import HostStop, ModelRequest, StopReason
 from agents.models import DailyUsage, QuotaReservation, TokenQuota
 
 WAIT_S = 0.2  # between admission attempts while other calls of the user are in flight
@@ -107,11 +114,13 @@ class Admission:
             QuotaReservation.objects.filter(run_id=run_id).delete()
         return cls(owner_id, quota, deadline, run_id)
 
-    def enter(self, timeout_s: float, idle=None) -> None:
+    def enter(self, timeout_s: float, idle=None, request: ModelRequest | None = None) -> None:
         """Wait until this call fits, then reserve it; HostStop when the quota is used up. `idle()` is called before
-        each wait (the host hands its database connection back: a waiting run holds none)."""
+        each wait (the host hands its database connection back: a waiting run holds none). The call reserves
+        `call_bound(request)`, or the largest call counted today if that is more (without a request: only that)."""
+        bound = call_bound(request) if request is not None else 0
         while True:
-            verdict = self._try(timeout_s)
+            verdict = self._try(timeout_s, bound)
             if verdict is None:
                 return
             if time.time() + WAIT_S >= self.deadline:
@@ -127,8 +136,13 @@ class Admission:
             QuotaReservation.objects.filter(pk=self.reservation).delete()
             self.reservation = None
 
-    def _try(self, timeout_s: float) -> str | None:
-        """None when reserved; "wait" when calls in flight leave no room yet. Raises HostStop when used up."""
+    def _try(self, timeout_s: float, bound: int) -> str | None:
+        """None when reserved; "wait" when calls in flight leave no room yet. Raises HostStop when used up.
+
+        The call reserves the larger of `bound` and the largest call counted today (`max_unit`): a call that cost
+        more than its own bound makes every later one reserve at least as much. It is let in while usage, the calls
+        in flight and it fit in the quota, or when none is in flight (the one call that may overshoot); until a call
+        has been counted today, one at a time."""
         now, day = timezone.now(), today()
         with transaction.atomic():  # IMMEDIATE on SQLite; the usage row locked on PostgreSQL: one admission at a time
             row = _locked_usage(self.user_id, day)
@@ -141,17 +155,33 @@ class Admission:
             live = QuotaReservation.objects.filter(owner_id=self.user_id, expires_at__gt=now)
             reserved = live.aggregate(n=Sum("tokens"))["n"] or 0
             unit = row.max_unit
-            if reserved and (not unit or used + reserved + unit > self.quota):
+            tokens = max(bound, unit, 1)
+            if reserved and (not unit or used + reserved + tokens > self.quota):
                 return "wait"
             reservation = QuotaReservation.objects.create(
                 owner_id=self.user_id,
-                tokens=max(unit, 1),
+                tokens=tokens,
                 expires_at=now + timedelta(seconds=timeout_s + SLACK_S),
                 run_id=self.run_id,
             )
             QuotaReservation.objects.filter(owner_id=self.user_id, expires_at__lte=now).delete()
         self.reservation = reservation.pk
         return None
+
+
+def call_bound(request: ModelRequest) -> int:
+    """An upper bound of the tokens one model call can cost: its input at one token per UTF-8 byte of its messages
+    and tool specs as JSON, plus its output cap (`max_output_tokens`, else AGENT_QUOTA_OUTPUT_ESTIMATE).
+
+    A byte-level BPE token (OpenAI's tiktoken, Llama 3's) is at least one byte of text, a SentencePiece one at
+    least one character; the JSON's keys and punctuation (~30 bytes a message) outweigh a chat format's few tokens per
+    message, and English text is ~4 bytes a token, which leaves room for a provider's own hidden prompt. Costs one
+    `json.dumps` of the request (C code), only for a user with a quota."""
+    tools = [(spec.name, spec.description, spec.parameters) for spec in request.tools]
+    text = json.dumps([request.messages, tools], ensure_ascii=False, separators=(",", ":"), default=str)
+    size = len(text) if text.isascii() else len(text.encode())
+    cap = request.max_output_tokens
+    return size + (cap if cap is not None else settings.AGENT_QUOTA_OUTPUT_ESTIMATE)
 
 
 def _locked_usage(user_id: int, day) -> DailyUsage:

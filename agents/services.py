@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from agents import doorbell, engine, leases, notify, persist, quotas, rows, runtime
+from agents import doorbell, engine, idempotency, leases, notify, persist, quotas, rows, runtime
 from agents.engine import RunState, schemas
 from agents.engine import history as thread_history
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
@@ -89,14 +89,16 @@ class RunOptions:
     output_schema: dict | None = None
 
 
-def submit_run(*, owner, options: RunOptions) -> Run:
+def submit_run(*, owner, options: RunOptions, key_id: int | None = None) -> Run:
     """Create a run and start it as its mode says: sync runs on, step does one unit, background is queued.
 
-    Over the owner's daily token quota: QuotaExceeded (429), and nothing is stored.
+    `key_id`: the request's idempotency key, bound to the run as it is inserted (agents/idempotency.py). Over the
+    owner's daily token quota: QuotaExceeded (429), and nothing is stored. A sync run whose process is stopping (a
+    deploy) is handed back to the queue and returned as it is, continuing in the background.
     """
     if options.mode == RunMode.BACKGROUND:
         with transaction.atomic():  # the run and its task commit together: no run is left without a task
-            run = start_run(owner=owner, options=options)
+            run = start_run(owner=owner, options=options, key_id=key_id)
             enqueue(run)
         return run
     token = uuid.uuid4().hex
@@ -104,26 +106,37 @@ def submit_run(*, owner, options: RunOptions) -> Run:
     # follows, the insert may skip waiting for its flush (AGENT_RELAXED_COMMITS). The request's last commit waits
     # for it, and so makes the run durable before any response tells the client about it.
     relaxed = settings.AGENT_RELAXED_COMMITS
-    run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed)
+    run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed, key_id=key_id)
     held = Held(run, token, rows.state_from_rows(run, []), owner=owner)
     return _drive(held, None if options.mode == RunMode.SYNC else 1)
 
 
 def start_run(
-    *, owner, options: RunOptions, lease_owner: str = "", new_thread: bool = False, relaxed: bool = False
+    *,
+    owner,
+    options: RunOptions,
+    lease_owner: str = "",
+    new_thread: bool = False,
+    relaxed: bool = False,
+    key_id: int | None = None,
 ) -> Run:
     """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held. `relaxed`:
     the insert does not wait for the database's flush (persist.insert_run); only for a run this request drives on.
 
     `new_thread` starts a thread for it (titled from its input) in the same transaction: a run that cannot start
-    leaves no empty thread. Over the owner's daily token quota: QuotaExceeded, and nothing is stored.
+    leaves no empty thread. `key_id`: an idempotency key bound to the run in the insert's transaction. Over the
+    owner's daily token quota: QuotaExceeded, and nothing is stored.
     """
     quotas.check_can_start(owner)
     if new_thread:
         with transaction.atomic():
             thread = create_thread(owner=owner)
             return start_run(
-                owner=owner, options=replace(options, thread_id=thread.pk), lease_owner=lease_owner, relaxed=relaxed
+                owner=owner,
+                options=replace(options, thread_id=thread.pk),
+                lease_owner=lease_owner,
+                relaxed=relaxed,
+                key_id=key_id,
             )
     options = with_agent(options)
     provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
@@ -167,12 +180,19 @@ def start_run(
         created_at=now,
         updated_at=now,
     )
-    if thread is None:
+    if thread is None and key_id is None:
         persist.insert_run(run, relaxed=relaxed)
+        return run
+    if thread is None:
+        with transaction.atomic():  # the key names the run from the moment it exists
+            persist.insert_run(run, relaxed=relaxed)
+            idempotency.bind(key_id, run.pk)
         return run
     try:
         with transaction.atomic():  # the thread's partial unique index refuses a second run that is not done
             persist.insert_run(run, relaxed=relaxed)
+            if key_id is not None:
+                idempotency.bind(key_id, run.pk)
             title = Case(When(title="", then=Value(options.input[:80])), default=F("title"))
             Thread.objects.filter(pk=thread.pk).update(updated_at=now, title=title)
     except IntegrityError:
@@ -540,20 +560,26 @@ def _work(run_id, *, statuses: list[str], units: int | None, decision: dict | No
 
 def _drive(held: Held, units: int | None, decision: dict | None = None) -> Run:
     """Record a decision (if any), then `units` units (None: until the run stops or pauses); release the lease."""
+    handed_back = False
     try:
         if decision is not None:
             _apply_decision(held, decision, last=units == 0)
         _units(held, units)
     except BaseException as exc:
-        if not isinstance(exc, Exception):  # the process is being stopped (SIGTERM, GreenletExit): hand the run on
-            _hand_back(held)
-        raise
+        if isinstance(exc, Exception):
+            raise
+        _hand_back(held)  # the process is being stopped (SIGTERM, GreenletExit): hand the run on
+        if not isinstance(exc, leases.Stopping):
+            raise
+        handed_back = True  # a graceful stop: the caller still answers, with the run as it is now
     finally:
         leases.drop(held.token)
         if held.admission is not None:
             held.admission.leave()
         if not held.released:
             _release(held.run.pk, held.token)
+    if handed_back:
+        return held.result()
     if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
         enqueue(held.run)  # driven part of the way (a decision, a step): a worker carries it on
     return held.result()
@@ -564,8 +590,8 @@ def _hand_back(held: Held) -> None:
     run = held.run
     Run.objects.filter(pk=run.pk, lease_owner=held.token).update(lease_owner="", lease_expires=None)
     held.released = True
-    if held.state.status == RunStatus.RUNNING:
-        continue_elsewhere(run)
+    if held.state.status == RunStatus.RUNNING and continue_elsewhere(run):
+        run.mode = RunMode.BACKGROUND
 
 
 def continue_elsewhere(run: Run) -> bool:
@@ -685,6 +711,8 @@ class Unheld:
         self.model, self.admission = model, admission
 
     def complete(self, request):
+        if leases.stopping():  # this process is going away: hand the run on rather than start a call
+            raise leases.Stopping
         if self.admission is not None:  # the owner's daily quota: wait for room (holding nothing), or stop (HostStop)
             self.admission.leave()  # a reservation of an earlier call whose unit did not commit (a reflection)
             self.admission.enter(request.timeout_s, idle=release_connection, request=request)

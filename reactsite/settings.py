@@ -273,6 +273,8 @@ AGENT_DEFAULT_MAX_TURNS = 8
 AGENT_APPROVAL_TTL_S = env.int("AGENT_APPROVAL_TTL_S", default=86400)
 # Quotas: tokens per user per UTC day (0: none); a user's own override is set in the admin (TokenQuota).
 AGENT_DAILY_TOKEN_QUOTA = env.int("AGENT_DAILY_TOKEN_QUOTA", default=0)
+# The output a model call without max_output_tokens is reserved for under a quota (the Anthropic provider's own cap).
+AGENT_QUOTA_OUTPUT_ESTIMATE = env.int("AGENT_QUOTA_OUTPUT_ESTIMATE", default=2048)
 # Retention: finished runs older than this many days are pruned hourly by the worker (0: keep forever).
 AGENT_RETENTION_DAYS = env.int("AGENT_RETENTION_DAYS", default=0)
 # Threads: how much of a conversation's past a new run's model sees (the oldest runs are left out first).

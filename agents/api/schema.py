@@ -162,7 +162,10 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "required": False,
     "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NO_NUL},
-    "description": "The same key and body within 24 hours answers the first response again; another body is 422.",
+    "description": "The same key and body within 24 hours answers the first response again; another body is 422. "
+    "When the first request failed or was stopped after creating its run, a retry answers that run: as it is now "
+    "(202, continuing in the background) or, once it is done, its final response. 409, with Retry-After, only "
+    "while the first request is still at work on it (at most one lease, AGENT_LEASE_S, after it died).",
 }
 EVENT = {
     "type": "object",

@@ -94,6 +94,12 @@ def _step_index(header: str) -> int:
     return int(value) if value.isascii() and value.isdigit() and len(value) < 12 else -1
 
 
+def _still_processing(exc: idempotency.KeyInProgress) -> Response:
+    response = Response({"detail": "A request with this Idempotency-Key is still being processed."}, status=409)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
 def _to_json(data) -> object:
     """Plain JSON values (for storing a response to replay it later)."""
     return json.loads(JSONRenderer().render(data))
@@ -136,34 +142,53 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def create(self, request):
         key = request.headers.get("Idempotency-Key")
         if key is None:
-            return self._create(request)
+            return self._create(request)[0]
         if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or "\x00" in key:
             raise ValidationError({"detail": "The Idempotency-Key header must have 1 to 255 characters."})
         try:
-            record, replay = idempotency.begin(request.user, key, request.data)
+            begun = idempotency.begin(request.user, key, request.data)
         except idempotency.KeyMismatch:
             return Response({"detail": "This Idempotency-Key was used with a different body."}, status=422)
-        except idempotency.KeyInProgress:
-            return Response({"detail": "A request with this Idempotency-Key is still being processed."}, status=409)
-        if replay:
-            return Response(record.response, status=record.status_code)
+        except idempotency.KeyInProgress as exc:
+            return _still_processing(exc)
+        if begun.status is not None:
+            return Response(begun.response, status=begun.status)
+        if begun.run is not None:  # the first request created this run, then failed or was stopped
+            return self._report(begun, request)
         try:
-            response = self._create(request)
+            response, final = self._create(request, key_id=begun.record.pk)
+        except idempotency.KeyInProgress as exc:  # taken over by a retry while this request was starting
+            return _still_processing(exc)
         except BaseException:
-            idempotency.abandon(record)
+            idempotency.abandon(begun.record)  # only while no run exists: a run, once created, keeps its key
             raise
-        if 200 <= response.status_code < 300:
-            idempotency.finish(record, response.status_code, _to_json(response.data))
-        else:
-            idempotency.abandon(record)
+        if not 200 <= response.status_code < 300:
+            idempotency.abandon(begun.record)
+        elif final:
+            idempotency.finish(begun.record, response.status_code, _to_json(response.data))
         return response
 
-    def _create(self, request) -> Response:
+    def _create(self, request, key_id: int | None = None) -> tuple[Response, bool]:
+        """The response, and whether it is final: not for a sync run handed to the background as its process
+        stopped (a retry with the same key then reports the run as it is by then)."""
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = services.submit_run(owner=request.user, options=services.RunOptions(**data.validated_data))
+        options = services.RunOptions(**data.validated_data)
+        run = services.submit_run(owner=request.user, options=options, key_id=key_id)
         code = status.HTTP_202_ACCEPTED if run.mode == RunMode.BACKGROUND else status.HTTP_201_CREATED
-        return Response(RunSerializer(run).data, status=code)
+        return Response(RunSerializer(run).data, status=code), run.mode == options.mode
+
+    def _report(self, begun: idempotency.Begun, request) -> Response:
+        """A retry of a request whose run exists: the run's final response once it is done, else the run as it is
+        now (202: it continues in the background). The body is the first request's (same fingerprint)."""
+        run = Run.objects.get(pk=begun.run.pk)
+        background = isinstance(request.data, dict) and request.data.get("mode") == RunMode.BACKGROUND
+        if run.status != RunStatus.DONE:
+            return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        code = status.HTTP_202_ACCEPTED if background else status.HTTP_201_CREATED
+        data = RunSerializer(run).data
+        idempotency.finish(begun.record, code, _to_json(data))
+        return Response(data, status=code)
 
     @extend_schema(request=AdvanceSerializer, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -289,10 +314,25 @@ class HealthView(APIView):
         return Response(body, status=200 if healthy else 503)
 
 
+HEALTH_DB_TIMEOUT_S = 3.0  # the pool's own wait (DB_POOL_TIMEOUT_S, 10 s) would keep a probe hanging
+
+
 def _check_database() -> str:
+    """Whether the database answers now. With the psycopg pool: a checked connection from the pool within
+    HEALTH_DB_TIMEOUT_S (the database unreachable, or every connection busy, is an error, not a hang). Without it:
+    Django's connection, checked before use and reopened if its session is gone (connect_timeout bounds a connect)."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        pool = getattr(connection, "pool", None)
+        if pool is not None and connection.connection is None:
+            pool.open()  # as Django does before its first getconn
+            conn = pool.getconn(timeout=HEALTH_DB_TIMEOUT_S)
+            try:
+                conn.execute("SELECT 1")
+            finally:
+                pool.putconn(conn)  # a broken one is dropped by the pool, not kept
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
         return "ok"
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return f"error: {type(exc).__name__}"

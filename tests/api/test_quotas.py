@@ -151,13 +151,14 @@ def test_a_dead_workers_reservation_goes_when_its_run_is_taken_again(api, alice,
     """A worker killed mid-call never gives its reservation back. The run's next holder drops it before its own first
     call, instead of waiting (or stopping) until that call's timeout; another run's call in flight is left alone."""
     run = openai_run(api, mode="step", timeout_s=3).json()  # its first unit used 12 tokens
-    settings.AGENT_DAILY_TOKEN_QUOTA = 100
+    settings.AGENT_DAILY_TOKEN_QUOTA = 10_000
     far = timezone.now() + timedelta(minutes=10)
     other = QuotaReservation.objects.create(owner=alice, tokens=12, expires_at=far, run_id=uuid.uuid4())
-    QuotaReservation.objects.create(owner=alice, tokens=70, expires_at=far, run_id=run["id"])  # the dead worker's
+    QuotaReservation.objects.create(owner=alice, tokens=9_000, expires_at=far, run_id=run["id"])  # the dead worker's
     calls = model_calls(model)
-    # 12 used + 12 + 70 reserved + a 12-token call would pass 100: with the dead reservation kept, the advance
-    # waits until the run's deadline and stops with "timeout".
+    # 12 used + 12 + 9,000 reserved + the call's own reservation (its bound, ~4k tokens: its request's bytes and the
+    # 2,048-token output default) would pass 10,000: with the dead reservation kept, the advance waits until the
+    # run's deadline and stops with "timeout".
     body = api.post(run_url(run["id"], "advance"), {}, format="json").json()
     assert (body["status"], body["stop_reason"], body["output"]) == ("done", "final_answer", "4")
     assert model_calls(model) == calls + 1
@@ -240,3 +241,55 @@ def test_the_cli_refuses_a_run_over_quota_and_stores_nothing(alice, model, setti
     from agents.models import Thread
 
     assert not Thread.objects.exists()  # the new thread went with the refused run
+
+
+def quota_request(content: str = "What is 2+2?", max_output_tokens: int | None = None):
+    from agents.engine.types import ModelRequest
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": content}]
+    return ModelRequest(messages, [llm.CALC], "tools", 5.0, max_output_tokens=max_output_tokens)
+
+
+def test_a_calls_bound_is_a_token_per_byte_of_its_request_plus_its_output_cap(settings):
+    settings.AGENT_QUOTA_OUTPUT_ESTIMATE = 1000
+    capped, uncapped = quota_request(max_output_tokens=50), quota_request()
+    assert quotas.call_bound(capped) == quotas.call_bound(uncapped) - 1000 + 50
+    request_bytes = quotas.call_bound(capped) - 50
+    assert request_bytes > len("Be brief.What is 2+2?") + len(json.dumps(llm.CALC.parameters))  # tool specs count too
+    # Non-ASCII text counts its UTF-8 bytes (a byte-level token is at least one byte): 3 per character here.
+    assert quotas.call_bound(quota_request("\u56db" * 100, 50)) - quotas.call_bound(quota_request("", 50)) == 300
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("largest_call", [25, 5000], ids=["bound-is-larger", "a-larger-call-was-seen"])
+def test_a_call_reserves_its_bound_or_the_largest_call_counted_today(alice, settings, largest_call):
+    """A call that cost more than its own bound (a provider past its cap) makes later calls reserve what it cost."""
+    settings.AGENT_DAILY_TOKEN_QUOTA = 100_000
+    DailyUsage.objects.create(owner=alice, day=quotas.today(), prompt_tokens=75, max_unit=largest_call)
+    request = quota_request(max_output_tokens=50)
+    admission = quotas.Admission.for_run(alice.pk, time.time() + 10, run_id=uuid.uuid4())
+    admission.enter(5, request=request)
+    assert QuotaReservation.objects.get().tokens == max(quotas.call_bound(request), largest_call)
+    admission.leave()
+
+
+@pytest.mark.django_db
+def test_a_call_that_does_not_fit_starts_only_alone(alice, settings):
+    """Room for less than one call's bound: a call still starts when none of the user's calls is in flight (the one
+    call that may overshoot), and a second waits for it, here until its run's deadline."""
+    from agents.engine import HostStop, StopReason
+
+    request = quota_request(max_output_tokens=50)
+    settings.AGENT_DAILY_TOKEN_QUOTA = 75 + quotas.call_bound(request) - 1
+    DailyUsage.objects.create(owner=alice, day=quotas.today(), prompt_tokens=75, max_unit=25)
+    first = quotas.Admission.for_run(alice.pk, time.time() + 10, run_id=uuid.uuid4())
+    first.enter(5, request=request)
+    second = quotas.Admission.for_run(alice.pk, time.time() + 0.5, run_id=uuid.uuid4())
+    with pytest.raises(HostStop) as stop:
+        second.enter(5, request=request)
+    assert stop.value.reason == StopReason.TIMEOUT
+    first.leave()
+    second.deadline = time.time() + 10
+    second.enter(5, request=request)  # alone now
+    assert QuotaReservation.objects.count() == 1
+    second.leave()
