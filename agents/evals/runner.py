@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
 from agents import services
-from agents.evals.cases import Case, check_output
+from agents.evals.cases import Case, check_output, load_cases
 from agents.evals.fixtures import FixtureBook
 from agents.evals.replay import execute as execute_replay
 from agents.models import EvalResult, EvalRun, Run, RunStatus
+
+log = logging.getLogger(__name__)
+PER_CASE = "per case"  # EvalRun.protocol when each case runs in its own protocols
+REPLAY_MARK = " (replay)"  # the end of a replayed eval run's cases_file
 
 
 @dataclass(frozen=True)
@@ -54,20 +61,41 @@ def validate(config: EvalConfig) -> str:
 def run_evals(
     *, cases: list[Case], config: EvalConfig, created_by=None, progress: Callable[[EvalResult], None] | None = None
 ) -> EvalRun:
-    """Run every case (in parallel up to `config.concurrency`), store each result, then the summary."""
+    """Check, store and run an eval run at once (`manage.py run_evals`): `start_eval_run`, then `run_into`."""
+    eval_run = start_eval_run(cases=cases, config=config, created_by=created_by)
+    return run_into(eval_run, cases=cases, config=config, progress=progress)
+
+
+def start_eval_run(*, cases: list[Case], config: EvalConfig, created_by=None) -> EvalRun:
+    """Check provider, model and tools (services.InvalidRequest), then store the eval run, not yet run: no results,
+    `finished_at` null. `run_into` runs it (in-process, or in a worker: `run_queued`)."""
     model = validate(config)
     _check_tools(cases)
-    eval_run = EvalRun.objects.create(
+    return EvalRun.objects.create(
         created_by=created_by,
         provider=config.provider,
         model=model,
-        protocol=config.protocol or "per case",
+        protocol=config.protocol or PER_CASE,
         max_reflections=config.max_reflections,
-        cases_file=f"{config.cases_file} (replay)"[:300] if config.replay else config.cases_file,
+        cases_file=f"{config.cases_file}{REPLAY_MARK}"[:300] if config.replay else config.cases_file,
         only=config.only,
         agent=config.agent or "",
     )
+
+
+def run_into(
+    eval_run: EvalRun,
+    *,
+    cases: list[Case],
+    config: EvalConfig,
+    progress: Callable[[EvalResult], None] | None = None,
+) -> EvalRun:
+    """Run every case into a stored eval run (in parallel up to `config.concurrency`), storing each result, then the
+    summary. When anything fails (a case raises, the process is being stopped), the results stored so far are
+    summarised and `finished_at` is set before the exception goes on: an eval run never stays running with no word.
+    """
     work = plan(cases, config.protocol, config.replay)
+    model = eval_run.model
 
     def one(item: tuple[Case, str]) -> EvalResult:
         try:
@@ -79,12 +107,81 @@ def run_evals(
             progress(result)
         return result
 
-    if config.concurrency > 1:
-        with ThreadPoolExecutor(max_workers=config.concurrency) as pool:
-            results = list(pool.map(one, work))
-    else:
-        results = [one(item) for item in work]
+    try:
+        if config.concurrency > 1:
+            pool = ThreadPoolExecutor(max_workers=config.concurrency)
+            try:
+                results = list(pool.map(one, work))
+            finally:  # on a failure: the cases in flight finish, those not started never do
+                pool.shutdown(wait=True, cancel_futures=True)
+        else:
+            results = [one(item) for item in work]
+    except BaseException as exc:
+        _finish_failed(eval_run, exc)
+        raise
     return _summarise(eval_run, results)
+
+
+def _finish_failed(eval_run: EvalRun, exc: BaseException) -> None:
+    """Summarise what a failed eval run stored (its total counts only those) and mark it finished."""
+    if isinstance(exc, Exception):
+        log.exception("eval run %s failed; it ends with the results stored so far", eval_run.pk)
+    else:  # stopped (a worker's shutdown, Ctrl-C)
+        log.warning("eval run %s stopped (%s); it ends with the results stored so far", eval_run.pk, type(exc).__name__)
+    try:
+        _summarise(eval_run, list(eval_run.results.all()))
+    except Exception:  # noqa: BLE001 - the database away too: the eval run stays unfinished; the first error goes on
+        log.exception("eval run %s: could not record its end", eval_run.pk)
+
+
+def config_for(eval_run: EvalRun, *, concurrency: int = 1) -> EvalConfig:
+    """The configuration a stored eval run was started with (`start_eval_run` is its inverse), plus `concurrency`,
+    which is not stored."""
+    replay = eval_run.cases_file.endswith(REPLAY_MARK)
+    return EvalConfig(
+        provider=eval_run.provider,
+        model=eval_run.model,
+        protocol=None if eval_run.protocol == PER_CASE else eval_run.protocol,
+        max_reflections=eval_run.max_reflections,
+        concurrency=concurrency,
+        cases_file=eval_run.cases_file.removesuffix(REPLAY_MARK) if replay else eval_run.cases_file,
+        only=eval_run.only,
+        replay=replay,
+        agent=eval_run.agent or None,
+    )
+
+
+def run_queued(*, eval_run_id: int, concurrency: int = 1) -> str:
+    """A worker's share of an eval run started over HTTP (the task agents.tasks.run_eval): its cases, read again from
+    its cases file, run into it with the configuration it was stored with; "passed/total", or "skipped" for an eval
+    run deleted or already finished meanwhile. A failure (the cases file unreadable now, a provider no longer
+    configured, a case raising) ends the eval run with the results stored so far and fails the task.
+
+    A worker that dies mid-eval (kill -9, a lost machine) leaves its task RUNNING and the eval run unfinished
+    (`finished_at` null) for good, with the results stored until then: nothing takes it over (the lease sweep hands
+    on the case's run, which goes on as a background run of its eval user, but records no result). Start another.
+    A worker stopped gracefully (SIGTERM) gives the eval its `--drain` seconds, then stops it: it ends with the
+    results stored so far, and its task is marked failed."""
+    eval_run = EvalRun.objects.filter(pk=eval_run_id).first()
+    if eval_run is None or eval_run.finished_at is not None:
+        return "skipped"
+    config = config_for(eval_run, concurrency=concurrency)
+    try:
+        cases = load_cases(_cases_path(config.cases_file), config.only or None)
+        validate(config)
+        _check_tools(cases)
+    except Exception as exc:
+        _finish_failed(eval_run, exc)
+        raise
+    eval_run = run_into(eval_run, cases=cases, config=config)
+    return f"{eval_run.passed}/{eval_run.total}"
+
+
+def _cases_path(cases_file: str) -> Path:
+    """A stored cases file: a relative one (the API's `agents/evals/cases.yaml`) is the project's, wherever the
+    worker runs from."""
+    path = Path(cases_file)
+    return path if path.is_absolute() else Path(settings.BASE_DIR) / path
 
 
 def _check_tools(cases: list[Case]) -> None:
