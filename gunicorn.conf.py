@@ -16,6 +16,8 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))  # one per core: a greenle
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gevent")
 if worker_class == "gevent":  # gunicorn's, its responses in one send each (reactsite/gunicorn_worker.py)
     worker_class = "reactsite.gunicorn_worker.GeventWorker"
+elif worker_class == "gthread":  # gunicorn's, its own errors in JSON like the API's
+    worker_class = "reactsite.gunicorn_worker.ThreadWorker"
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))  # runs in flight per gevent worker
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))  # gthread only
 timeout = 660  # > the largest timeout_s (600 s) plus a margin for committing the last step

@@ -365,14 +365,10 @@ def advance_run(
         owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
     if owner_id is not None:
         quotas.check_can_start(actor if owner_id == actor.pk else _user(owner_id))
-    if approval is not None or decisions is not None:  # most likely a decision: try it first (no status read)
-        try:
-            return decide_approval(
-                run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason, decisions=decisions
-            )
-        except RunBusy as exc:
-            if exc.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-                raise
+    if approval is not None or decisions is not None:  # a decision: for a paused run only, never a plain step
+        return decide_approval(
+            run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason, decisions=decisions
+        )
     try:
         return execute(run_id=run_id, units=1, owner=actor)
     except RunBusy as exc:

@@ -4,6 +4,7 @@ admin). API.md v1.1, "Agents: named configurations"."""
 from __future__ import annotations
 
 from rest_framework import mixins, serializers, viewsets
+from rest_framework.exceptions import NotFound
 
 from agents.models import Agent
 
@@ -38,3 +39,8 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     queryset = Agent.objects.order_by("name")
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
+
+    def get_object(self):
+        if "\x00" in self.kwargs.get(self.lookup_field, ""):  # PostgreSQL text cannot hold one: no such agent
+            raise NotFound()
+        return super().get_object()

@@ -138,9 +138,11 @@ ERROR_TEXT = {
     404: "No such resource (or another user's).",
     409: "Conflicts with the resource's state (done, busy, or a request with this key still in progress).",
     413: "The request body is too large.",
+    414: "The request line is longer than 4 KB (answered by gunicorn, in JSON).",
     415: "The body is not JSON.",
     422: "This Idempotency-Key was used with a different body.",
     429: "Over the rate limit or the daily token quota.",
+    431: "The request's headers are over 8 KB or 100 fields (answered by gunicorn, in JSON).",
 }
 ERROR_HEADERS = {
     401: {"WWW-Authenticate": {"schema": {"type": "string"}, "required": True}},
@@ -303,7 +305,7 @@ def _pointer(root: dict, ref: str) -> Any:
 
 def _implied_statuses(operation: dict) -> set[int]:
     """Errors an operation's shape implies: 401 when secured, 400/413/415 with a body, 404 with a path id."""
-    statuses: set[int] = set()
+    statuses: set[int] = {414, 431}  # gunicorn's own, before any route: every operation can meet them
     if operation.get("security") != [{}]:
         statuses.add(401)
     if "requestBody" in operation:

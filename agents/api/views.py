@@ -57,6 +57,12 @@ class DecisionSerializer(serializers.Serializer):
     arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
     reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
 
+    def validate_empty_values(self, data):
+        # `decisions` may be null, but not one of its items: DRF hands a list's allow_null to its child too.
+        if data is None:
+            raise ValidationError(["A decision is an object: {\"call_id\", \"approval\", …}, not null."])
+        return super().validate_empty_values(data)
+
 
 SINGLE_DECISION = ("approval", "arguments", "reason")  # the one-call form of a decision; `decisions` is the batch
 
@@ -70,6 +76,8 @@ class AdvanceSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         default=None,
+        min_length=1,
+        error_messages={"min_length": "Give at least one decision."},
         help_text="Decide several pending calls at once (all or nothing); instead of approval/arguments/reason.",
     )
 
