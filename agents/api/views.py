@@ -60,7 +60,7 @@ class DecisionSerializer(serializers.Serializer):
     def validate_empty_values(self, data):
         # `decisions` may be null, but not one of its items: DRF hands a list's allow_null to its child too.
         if data is None:
-            raise ValidationError(["A decision is an object: {\"call_id\", \"approval\", …}, not null."])
+            raise ValidationError(['A decision is an object: {"call_id", "approval", …}, not null.'])
         return super().validate_empty_values(data)
 
 

@@ -47,7 +47,8 @@ def test_gunicorn_errors_are_json(server, request_bytes, status, words):
 
 def test_the_server_still_serves_after_them(server):
     raw(server.url, b"GET /api/v1/" + b"a" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-    code, headers, body = raw(server.url, b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    request = b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    code, headers, body = raw(server.url, request)
     assert code == 200 and json.loads(body)["status"] == "ok"
 
 
