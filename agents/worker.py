@@ -6,6 +6,12 @@ process claims up to `concurrency` tasks and runs each in its own greenlet; a ru
 greenlet that holds no database connection. The queue, the claim (`select_for_update(skip_locked)`, or an exclusive
 transaction on SQLite) and the result bookkeeping are django-tasks-db's, so any number of such processes on any
 number of machines share one queue, beside plain `db_worker`s.
+
+The worker outlives its database: a lost or refused connection (a restart or failover of PostgreSQL, connections
+terminated, the server full) on a claim, a sweep or at start is retried with backoff (0.1 s doubling to 5 s), logged
+once when the outage starts and once when the database is back, and the broken connections are discarded. A run
+whose body lost its connection keeps its lease until it runs out; then the sweep hands the run to the queue again
+(`leases.sweep_orphans`) and it goes on from its last commit.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import time
 
 import gevent
 from django.db import close_old_connections, connections
-from django.db.utils import OperationalError
+from django.db.utils import InterfaceError, OperationalError
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
@@ -27,6 +33,67 @@ from reactsite import green
 log = logging.getLogger(__name__)
 
 
+def _database_errors() -> tuple[type[BaseException], ...]:
+    """What a lost or refused connection raises: Django's wrappers, and the driver's and the pool's own errors where
+    they reach us unwrapped (psycopg_pool.PoolTimeout is a psycopg.OperationalError)."""
+    errors: list[type[BaseException]] = [OperationalError, InterfaceError]
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:  # SQLite only
+        return tuple(errors)
+    return (*errors, psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout)
+
+
+DATABASE_ERRORS = _database_errors()
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.1, 5.0
+
+
+def discard_connections() -> None:
+    """Close this greenlet's connections, broken or not: the next query opens (or takes from the pool) a fresh one.
+
+    A broken pooled connection is not handed back as good: psycopg_pool drops one whose session is gone, and checks
+    the others before lending them again (`check` in reactsite/settings.py)."""
+    for conn in connections.all(initialized_only=True):
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - broken beyond closing: Django forgets it all the same
+            pass
+
+
+class Outage:
+    """The database lost or refusing connections, as seen by this worker: one warning when it starts, one info line
+    when it is back (not one per attempt), and the backoff between attempts meanwhile."""
+
+    def __init__(self, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S) -> None:
+        self.first_s, self.max_s = first_s, max_s
+        self.since: float | None = None
+        self.failures = 0
+
+    def failed(self, exc: BaseException, during: str) -> float:
+        """Note a failed attempt (its connections are discarded); the seconds to wait before the next one."""
+        discard_connections()
+        if self.since is None:
+            self.since = time.monotonic()
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            log.warning(
+                "database unavailable (%s during %s: %s); retrying with backoff up to %g s",
+                type(exc).__name__, during, reason, self.max_s,
+            )  # fmt: skip
+        delay = min(self.max_s, self.first_s * 2**self.failures)
+        self.failures += 1
+        return delay
+
+    def ok(self) -> None:
+        """An attempt went through: if the database had been away, say it is back."""
+        if self.since is not None:
+            log.info("database available again after %.1f s (%d failed attempts)", self.down_s(), self.failures)
+            self.since, self.failures = None, 0
+
+    def down_s(self) -> float:
+        return 0.0 if self.since is None else time.monotonic() - self.since
+
+
 class ConcurrentWorker(Worker):
     """django-tasks-db's Worker, claiming tasks while fewer than `concurrency` run, each in its own greenlet."""
 
@@ -34,6 +101,7 @@ class ConcurrentWorker(Worker):
         super().__init__(**kwargs)
         self.pool, self.drain_s = Pool(concurrency), drain_s
         self.in_flight: dict[gevent.Greenlet, str] = {}
+        self.outage = Outage()  # shared by the claim loop, the sweeps and the runs: one outage, logged once
 
     def configure_signals(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -49,7 +117,12 @@ class ConcurrentWorker(Worker):
         sweeper = gevent.spawn(self._sweep)
         while self.running:
             self.pool.wait_available()
-            claimed = self._claim(self.pool.free_count())
+            try:
+                claimed = self._claim(self.pool.free_count())
+            except DATABASE_ERRORS as exc:  # the database away or refusing: wait, never exit
+                self._nap(self.outage.failed(exc, "claim"))
+                continue
+            self.outage.ok()
             for task in claimed:
                 self._start(task)
             if claimed:
@@ -59,6 +132,12 @@ class ConcurrentWorker(Worker):
             gevent.sleep(self.interval)
         sweeper.kill()
         self._drain()
+
+    def _nap(self, seconds: float) -> None:
+        """Sleep, waking early when the worker is told to stop."""
+        deadline = time.monotonic() + seconds
+        while self.running and time.monotonic() < deadline:
+            gevent.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
 
     def _sweep(self) -> None:
         """Every third of a lease: hand runs whose worker died (anywhere) to the queue, and deny (as expired) the calls
@@ -75,22 +154,28 @@ class ConcurrentWorker(Worker):
                 if time.monotonic() >= next_prune:  # in its own greenlet: a long prune never delays the sweeps
                     next_prune = time.monotonic() + retention.SCHEDULE_S
                     gevent.spawn(self._prune, retention)
+            except DATABASE_ERRORS as exc:  # the database away: the claim loop says so too; retried on backoff
+                self._nap(self.outage.failed(exc, "sweep"))
+                continue
             except Exception:  # noqa: BLE001 - a failed sweep is retried next round; the worker goes on
                 log.exception("sweep failed")
+            else:
+                self.outage.ok()
             finally:
-                connections.close_all()
-            gevent.sleep(leases.lease_s() / 3)
+                discard_connections()
+            self._nap(leases.lease_s() / 3)
 
-    @staticmethod
-    def _prune(retention) -> None:
+    def _prune(self, retention) -> None:
         try:
             pruned = retention.scheduled()
             if pruned is not None and pruned.total:
                 log.info("pruned", extra={"rows": pruned.counts})
+        except DATABASE_ERRORS as exc:  # retried at the next schedule
+            self.outage.failed(exc, "prune")
         except Exception:  # noqa: BLE001 - retried at the next schedule
             log.exception("prune failed")
         finally:
-            connections.close_all()
+            discard_connections()
 
     def _claim(self, limit: int) -> list[DBTaskResult]:
         """Up to `limit` ready tasks (as many as can start now), claimed for this worker in one transaction: the same
@@ -122,9 +207,29 @@ class ConcurrentWorker(Worker):
         green.lend()  # an idle connection of an earlier task, if there is one (reactsite/green.py)
         try:
             self.run_task(task)
+        except DATABASE_ERRORS as exc:
+            self._record_failure(task, exc)
         finally:
             close_old_connections()  # an obsolete or broken one is closed ...
             green.take_back()  # ... the rest go back for the next task
+
+    def _record_failure(self, task: DBTaskResult, exc: BaseException) -> None:
+        """The run's body lost its connection and `run_task` could not mark the task failed either (it retries on
+        the same broken connection): mark it on a fresh connection, waiting for the database if it is away.
+
+        The run itself is not lost: its lease is no longer renewed, and once it runs out the sweep hands the run to
+        the queue again (a task still marked running would delay that by two leases: `leases.sweep_orphans`)."""
+        cause = exc.__context__ if exc.__context__ is not None else exc  # what run_task was recording: the run's
+        while True:
+            self._nap(self.outage.failed(exc, "a run"))
+            try:
+                task.set_failed(cause)
+            except DATABASE_ERRORS:
+                if not self.running:
+                    return  # shutting down: the sweep of a live worker judges the task (as a lost worker's)
+                continue
+            self.outage.ok()
+            return
 
     def _drain(self) -> None:
         """Wait for runs in flight; past `drain_s`, stop them: each hands its run back to the queue as it unwinds."""
@@ -132,5 +237,5 @@ class ConcurrentWorker(Worker):
         while self.in_flight and time.monotonic() < deadline:
             gevent.sleep(0.1)
         self.pool.kill(block=True, timeout=10)  # GreenletExit at their next wait (agents.services._hand_back)
-        connections.close_all()
+        discard_connections()
         green.close_idle()

@@ -45,10 +45,16 @@ def _on_finished(**kwargs) -> None:
 
 
 def lend() -> None:
-    """Give this greenlet an idle open connection for each database it has none for."""
+    """Give this greenlet an idle open connection for each database it has none for.
+
+    The connection is checked again before its first query here (CONN_HEALTH_CHECKS): it may have waited in the set
+    for minutes, and a PostgreSQL connection (DB_POOL=0) whose session ended meanwhile is reopened, never used.
+    """
     for alias, idle in _idle.items():
         if idle and not _has(alias):
-            connections[alias] = idle.pop()
+            wrapper = idle.pop()
+            wrapper.health_check_done = False
+            connections[alias] = wrapper
 
 
 def take_back() -> None:

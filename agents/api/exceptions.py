@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
+from django.db.utils import InterfaceError, OperationalError
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from agents import quotas, services
 
@@ -19,6 +23,12 @@ _STATUS = {
     services.UnknownTool: status.HTTP_404_NOT_FOUND,
     services.ThreadBusy: status.HTTP_409_CONFLICT,
 }
+# The database lost, refusing, or out of pooled connections (psycopg_pool's PoolTimeout reaches us as Django's
+# OperationalError): a 503 the client may retry, in JSON, where Django would answer its HTML 500 page.
+DATABASE_UNAVAILABLE = "The database is unavailable; try again shortly."
+DATABASE_RETRY_AFTER_S = 2
+
+log = logging.getLogger(__name__)
 
 
 def exception_handler(exc, context):
@@ -29,6 +39,11 @@ def exception_handler(exc, context):
         return Response({"detail": f"The request body is larger than {limit} bytes."}, status=413)
     if isinstance(exc, RecursionError):  # JSON nested too deeply for the parser: bad input, not a 500
         exc = ParseError("JSON parse error - the body is nested too deeply.")
+    if isinstance(exc, OperationalError | InterfaceError):
+        set_rollback()
+        log.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip().split("\n")[0])
+        headers = {"Retry-After": str(DATABASE_RETRY_AFTER_S)}
+        return Response({"detail": DATABASE_UNAVAILABLE}, status=503, headers=headers)
     if isinstance(exc, quotas.QuotaExceeded):
         return Response({"detail": str(exc)}, status=429, headers={"Retry-After": str(exc.retry_after)})
     for cls, code in _STATUS.items():
