@@ -123,6 +123,7 @@ def test_config_errors_never_quote_secret_values():
         assert SECRET not in str(caught.value)
 
 
+@pytest.mark.django_db  # run_checks() runs the model checks too, and a JSONField's asks the database (SQLite)
 @pytest.mark.parametrize(
     "value", ["[{", '[{"name": "x"}]', [{"name": "bad name", "command": "c"}], {"name": "x", "command": "c"}]
 )
