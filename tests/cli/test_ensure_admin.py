@@ -40,3 +40,29 @@ def test_a_generated_password_is_shown_once(db, monkeypatch):
 
     password = out.split("with password: ", 1)[1].split()[0]
     assert User.objects.get(username="root2").check_password(password)
+
+
+def test_creates_the_demo_agent_the_readme_uses_once_and_keeps_edits(db, monkeypatch):
+    from agents.models import Agent
+
+    monkeypatch.setenv("ADMIN_PASSWORD", "pw-" + "y" * 12)
+
+    first = ensure_admin()
+    Agent.objects.filter(name="support").update(instructions="edited by staff")
+    second = ensure_admin()
+
+    assert "Created the demo agent 'support'" in first
+    assert "demo agent" not in second
+    agent = Agent.objects.get()
+    assert (agent.name, agent.instructions, agent.sensitive_tools) == ("support", "edited by staff", ["remember"])
+
+
+def test_a_deleted_demo_agent_comes_back(db, monkeypatch):
+    from agents.models import Agent
+
+    monkeypatch.setenv("ADMIN_PASSWORD", "pw-" + "y" * 12)
+    ensure_admin()
+    Agent.objects.all().delete()
+
+    assert "Created the demo agent 'support'" in ensure_admin()
+    assert Agent.objects.filter(name="support").exists()

@@ -1,4 +1,4 @@
-"""Create the demo superuser `admin` if missing and print its API token."""
+"""Create the demo superuser `admin` and the demo agent `support` if missing, and print the admin's API token."""
 
 from __future__ import annotations
 
@@ -9,9 +9,22 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from rest_framework.authtoken.models import Token
 
+from agents.models import Agent
+
+# The README's examples name this agent: `make run` creates it so they work on a fresh clone. Created only when
+# missing, so a staff member's edits in the console are never overwritten.
+DEMO_AGENT = {
+    "name": "support",
+    "instructions": "You are a concise support assistant. Use the calculator for arithmetic.",
+    "sensitive_tools": ["remember"],
+}
+
 
 class Command(BaseCommand):
-    help = "Ensure a superuser 'admin' exists (password from ADMIN_PASSWORD, else generated) and print its token."
+    help = (
+        "Ensure a superuser 'admin' exists (password from ADMIN_PASSWORD, else generated) and the demo agent "
+        "'support', and print the admin's API token."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--username", default="admin")
@@ -24,6 +37,10 @@ class Command(BaseCommand):
             user = users.objects.create_superuser(opts["username"], email="", password=password)
             shown = "(from ADMIN_PASSWORD)" if os.environ.get("ADMIN_PASSWORD") else password
             self.stdout.write(f"Created superuser '{user.username}' with password: {shown}  (shown once)")
+        fields = {k: v for k, v in DEMO_AGENT.items() if k != "name"}
+        _, created = Agent.objects.get_or_create(name=DEMO_AGENT["name"], defaults=fields)
+        if created:
+            self.stdout.write(f"Created the demo agent '{DEMO_AGENT['name']}'")
         token, _ = Token.objects.get_or_create(user=user)
         self.stdout.write(f"API token for '{user.username}': {token.key}")
         port = os.environ.get("PORT", "8000")
