@@ -16,7 +16,7 @@ from agents.models import EvalResult, EvalRun
 from tests.conftest import make_user
 from tests.evals.conftest import command
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "evals.md"  # the Evals page
 
 
 def failing(eval_run: EvalRun) -> set[tuple[str, str]]:
@@ -215,7 +215,7 @@ def test_the_default_cases_fail_exactly_where_the_readme_says():
     cases = re.search(r"`agents/evals/cases\.yaml` \((\d+) cases", readme)
     passes = re.search(r"passes the (\d+) case/protocol pairs", readme)
     fails = re.search(r"fails the other (\d+) honestly:\s+`general-knowledge`[^`]*and `budget-one-turn`", readme)
-    assert cases and passes and fails, "README's Evals section changed: update this test"
+    assert cases and passes and fails, "docs/evals.md changed: update this test"
 
     with pytest.raises(SystemExit) as exc:
         command("run_evals")
