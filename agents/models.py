@@ -278,17 +278,6 @@ class EvalResult(models.Model):
         return f"{self.case_id} [{self.protocol}] {'pass' if self.passed else 'fail'}"
 
 
-class RateCounter(models.Model):
-    """One rate-limit counter per group and client, reused window after window (agents.ratelimit)."""
-
-    key = models.CharField(primary_key=True, max_length=200)
-    window_end = models.BigIntegerField(help_text="epoch second at which the counted window closes")
-    count = models.PositiveIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.count} until {self.window_end}"
-
-
 class WebhookEvent(models.TextChoices):
     """Event names on the wire (API.md v1.1, "Webhooks"): API, never renamed."""
 

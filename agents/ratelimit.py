@@ -1,33 +1,28 @@
-"""Rate-limit counters, one round trip per check: a pipelined INCR + EXPIRE in Redis, else one SQL upsert.
+"""Rate limits declared and checked with django-ratelimit, counted in the shared cache (RATELIMIT_USE_CACHE).
 
-Windows are django-ratelimit's (which this replaced), so a client's edges did not move: a window of `period` seconds
-whose edge is shifted per client by crc32(value) % period, so clients do not all roll over at the same second.
+A client is the user's pk when authenticated, else its IP address (an IPv6 address by its /64). Windows are
+django-ratelimit's: `period` seconds whose edge is shifted per client by crc32(value) % period, so clients do not all
+roll over at the same second; the edge second still counts into the closing window. Counts are exact only on a cache
+whose `incr` is atomic across processes: Redis's, or reactsite.cache.AtomicDatabaseCache (the embedded default).
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import math
 import re
 import time
-import zlib
 from dataclasses import dataclass
 
-import redis
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections, router
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest
-
-from agents.models import RateCounter
+from django_ratelimit import ALL
+from django_ratelimit.core import get_usage
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # "30/m", django-ratelimit's multiplier form "10/5m", and DRF's spelled-out units ("30/minute").
 _RATE = re.compile(r"(\d+)/(\d*)([smhd])[a-z]*", re.IGNORECASE)
 IPV6_MASK = 64  # one IPv6 client usually holds a whole /64: counting per address would let it rotate freely
-REDIS_PREFIX = "ratelimit:"
 
 
 @dataclass(frozen=True)
@@ -38,11 +33,7 @@ class Usage:
     limit: int
     window_end: int  # epoch second at which the window closes and counting starts again
     retry_after: int  # whole seconds until then, at least 1
-
-    @property
-    def allowed(self) -> bool:
-        """Whether this hit is within the limit."""
-        return self.count <= self.limit
+    allowed: bool  # False past the limit, and when the cache could not count (django-ratelimit fails closed)
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
@@ -55,16 +46,6 @@ def parse_rate(rate: str) -> tuple[int, int]:
     if period <= 0:
         raise ImproperlyConfigured(f"Rate {rate!r} has an empty period.")
     return int(limit), period
-
-
-def window_end(value: str, period: int, now: float) -> int:
-    """The epoch second at which the window holding `now` closes for this client (django-ratelimit's edge + 1)."""
-    ts = int(now)
-    edge = ts - ts % period + zlib.crc32(value.encode()) % period
-    if edge < ts:
-        edge += period
-    # django-ratelimit counted second `edge` into the window ending there: the count restarts one second later.
-    return edge + 1
 
 
 def client_value(request: HttpRequest) -> str:
@@ -80,51 +61,25 @@ def client_value(request: HttpRequest) -> str:
         raise ImproperlyConfigured(f"REMOTE_ADDR {ip!r} is not an IP address (a proxy on a Unix socket?).") from exc
 
 
-def hit(group: str, value: str, rate: str, now: float | None = None) -> Usage:
-    """Count one hit by `value` in `group` at `rate`; the counters are Redis's when REDIS_URL is set."""
-    limit, period = parse_rate(rate)
-    now = time.time() if now is None else now
-    end = window_end(value, period, now)
-    key = f"{group}:{value}"
-    url = settings.REDIS_URL  # read per check, like the rate
-    count = _redis_hit(url, key, end, now) if url else _database_hit(key, end)
-    return Usage(count=count, limit=limit, window_end=end, retry_after=max(1, math.ceil(end - now)))
+def client_key(group: str, request: HttpRequest) -> str:
+    """django-ratelimit's `key=` callable: the request's client (client_value)."""
+    return client_value(request)
 
 
-@functools.cache
-def redis_client(url: str) -> redis.Redis:
-    """One client (and connection pool) per Redis URL for the life of the process."""
-    return redis.Redis.from_url(url)
-
-
-def _redis_hit(url: str, key: str, end: int, now: float) -> int:
-    """INCR and EXPIRE NX in one pipelined round trip; the window is in the key, so a key never spans two."""
-    name = f"{REDIS_PREFIX}{key}:{end}"
-    pipe = redis_client(url).pipeline(transaction=False)
-    pipe.incr(name)
-    # A relative TTL with a second to spare, so a Redis clock behind ours cannot drop a key while its window runs.
-    pipe.expire(name, math.ceil(end - now) + 1, nx=True)
-    count, _ = pipe.execute()
-    return int(count)
-
-
-def _database_hit(key: str, end: int) -> int:
-    """One atomic upsert: a new window starts at 1, the same window adds 1; returns the count."""
-    connection = connections[router.db_for_write(RateCounter)]
-    with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(connection), [key, end])
-        return int(cursor.fetchone()[0])
-
-
-def _upsert_sql(connection: BaseDatabaseWrapper) -> str:
-    """INSERT … ON CONFLICT … RETURNING, valid on PostgreSQL and on SQLite ≥ 3.35."""
-    meta = RateCounter._meta
-    table = connection.ops.quote_name(meta.db_table)
-    key, end, count = (connection.ops.quote_name(meta.get_field(f).column) for f in ("key", "window_end", "count"))
-    # SET reads the row as it was, so the CASE compares against the stored window, not the new one.
-    return (
-        f"INSERT INTO {table} AS t ({key}, {end}, {count}) VALUES (%s, %s, 1) "  # noqa: S608 - our table and columns
-        f"ON CONFLICT ({key}) DO UPDATE SET "
-        f"{count} = CASE WHEN t.{end} = excluded.{end} THEN t.{count} + 1 ELSE 1 END, {end} = excluded.{end} "
-        f"RETURNING {count}"
+def hit(request: HttpRequest, *, group: str, rate: str, method: str | list[str] = ALL) -> Usage | None:
+    """Count one hit by the request's client in `group` at `rate`; None when not counted (another method, or
+    RATELIMIT_ENABLE off)."""
+    limit, period = parse_rate(rate)  # stricter than django-ratelimit, which reads "30/x" as 30 per second
+    now = time.time()
+    usage = get_usage(request, group=group, key=client_key, rate=f"{limit}/{period}s", method=method, increment=True)
+    if usage is None:
+        return None
+    # time_left runs to the window's edge second, which still counts into the window: it closes a second later.
+    end = int(now) + usage["time_left"] + 1
+    return Usage(
+        count=usage["count"],
+        limit=usage["limit"],
+        window_end=end,
+        retry_after=max(1, math.ceil(end - now)),
+        allowed=not usage["should_limit"],
     )

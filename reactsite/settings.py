@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_filters",
+    "django_ratelimit",
     "django_tasks_db",
     "agents",
     "memory",
@@ -183,8 +184,14 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=256
 
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
 
-# Rate limits count in Redis (REDIS_URL) or in their own table, one round trip per check (agents/ratelimit.py),
-# never in the cache. A per-process cache (locmem, dummy) is still refused by reactsite.E001 (agents/checks.py).
+# Rate limits: django-ratelimit's counters in the shared default cache (agents/ratelimit.py). Its check E003 refuses
+# Django's DatabaseCache, whose incr is not atomic; the embedded default is reactsite.cache.AtomicDatabaseCache, whose
+# incr is (tests/integration/test_rate_counters.py), so E003 does not fire and stays live for a plain DatabaseCache.
+# W001 ("not officially supported") fires for every backend but memcached and django-redis: Django's own RedisCache
+# increments with Redis's atomic INCR and our database cache atomically too, so W001 alone is silenced.
+# A per-process cache (locmem, dummy) is refused by E003 and by our own reactsite.E001 (agents/checks.py).
+RATELIMIT_USE_CACHE = "default"
+SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
 
 # Request ids: echoed from X-Request-ID or generated, returned on every response, added to every log line.
 LOG_REQUEST_ID_HEADER = "HTTP_X_REQUEST_ID"

@@ -1,4 +1,4 @@
-"""The agent rate limit, answered the DRF way (429 + Retry-After); the counting is agents.ratelimit's."""
+"""The agent rate limit, answered the DRF way (429 + Retry-After); django-ratelimit counts (agents.ratelimit)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,15 @@ GROUP = "agents.calls"  # one budget for every route that can cause a model or t
 
 
 class AgentRateThrottle(BaseThrottle):
-    """AGENT_RATE_LIMIT per user (per IP when anonymous), shared by all processes (Redis or the database)."""
+    """AGENT_RATE_LIMIT per user (per IP when anonymous), shared by all processes through the shared cache."""
 
     def allow_request(self, request: Request, view: APIView) -> bool:
         """Count a POST against the budget; refuse it once the budget of the current window is spent."""
         self._wait: int | None = None
-        if request.method != "POST":  # only POSTs can cause a model or tool call (OPTIONS, say, costs nothing)
-            return True
-        # The setting is read per request, so a settings change applies at once.
-        usage = ratelimit.hit(GROUP, ratelimit.client_value(request), settings.AGENT_RATE_LIMIT)
-        if usage.allowed:
+        # Only POSTs can cause a model or tool call (OPTIONS, say, costs nothing); the setting is read per request,
+        # so a settings change applies at once.
+        usage = ratelimit.hit(request, group=GROUP, rate=settings.AGENT_RATE_LIMIT, method="POST")
+        if usage is None or usage.allowed:
             return True
         self._wait = usage.retry_after
         return False

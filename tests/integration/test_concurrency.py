@@ -449,7 +449,7 @@ def test_rate_limit_holds_under_concurrency(transactional_db, settings):
     assert set(statuses) <= {200, 429}, statuses
     accepted = statuses.count(200)
     assert all(int(retry) >= 1 for status, retry in results if status == 429)
-    # Exact on both stores: one atomic Redis INCR, or one atomic upsert on agents_ratecounter (agents/ratelimit.py).
+    # Exact on both caches: Redis INCR, or the database cache's locked incr (reactsite/cache.py).
     assert accepted == 20, statuses
 
 
