@@ -49,6 +49,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 test: install lint
 	$(PY) manage.py makemigrations --check --dry-run -v 0

@@ -2,9 +2,10 @@
 
 - worker_class gevent (default): a waiting run is a parked greenlet, not an OS thread; one worker keeps hundreds
   of runs in flight (`GUNICORN_WORKER_CLASS=gthread` brings back threads: WEB_CONCURRENCY × GUNICORN_THREADS at once).
-  "gevent" means gunicorn's gevent worker with its responses sent in one `send` each (reactsite/gunicorn_worker.py).
-  gunicorn patches the standard library before loading the app, so the SDKs' sockets, psycopg 3 and redis-py
-  yield while they wait. Measured with `manage.py bench --only latency` (README, Benchmarks).
+  "gevent" means gunicorn's gevent worker with its responses sent in one `send` each
+  (reactsite/serving/gunicorn_worker.py). gunicorn patches the standard library before loading the app, so the SDKs'
+  sockets, psycopg 3 and redis-py yield while they wait. Measured with `manage.py bench --only latency`
+  (docs/performance.md).
 - timeout: longer than the largest run budget, so gunicorn never kills a sync run inside its own deadline.
   Model calls are bounded by the run's deadline (each call's timeout × attempts is capped by what remains).
 """
@@ -14,10 +15,10 @@ import os
 bind = os.environ.get("GUNICORN_BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))  # one per core: a greenlet worker is CPU-bound, not I/O-bound
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gevent")
-if worker_class == "gevent":  # gunicorn's, its responses in one send each (reactsite/gunicorn_worker.py)
-    worker_class = "reactsite.gunicorn_worker.GeventWorker"
+if worker_class == "gevent":  # gunicorn's, its responses in one send each (reactsite/serving/gunicorn_worker.py)
+    worker_class = "reactsite.serving.gunicorn_worker.GeventWorker"
 elif worker_class == "gthread":  # gunicorn's, its own errors in JSON like the API's
-    worker_class = "reactsite.gunicorn_worker.ThreadWorker"
+    worker_class = "reactsite.serving.gunicorn_worker.ThreadWorker"
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))  # runs in flight per gevent worker
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))  # gthread only
 timeout = 660  # > the largest timeout_s (600 s) plus a margin for committing the last step
@@ -34,25 +35,25 @@ control_socket_disable = True
 def worker_exit(server, worker) -> None:
     """A worker stopping (a deploy, or past graceful_timeout) hands the runs it still held back to the queue at once."""
     try:
-        from agents import leases
+        from agents.runs import recovery
 
-        leases.hand_back_all()
+        recovery.hand_back_all()
     except Exception as exc:  # noqa: BLE001 - never block a shutdown; the orphan sweep catches these runs anyway
         server.log.warning("could not hand runs back: %s", exc)
 
 
 def post_worker_init(worker) -> None:
-    """What the first runs would build is built first (agents/runtime.py `warm`), and the garbage collector is set for
-    a long-lived process (reactsite/heap.py). On SIGTERM a gevent worker hands its runs in flight back to the queue at
-    once instead of holding them through the graceful period: each run's greenlet is interrupted and releases and
-    re-queues its run."""
+    """What the first runs would build is built first (agents/runs/runtime.py `warm`), and the garbage collector is set
+    for a long-lived process (reactsite/serving/heap.py). On SIGTERM a gevent worker hands its runs in flight back to
+    the queue at once instead of holding them through the graceful period: each run's greenlet is interrupted and
+    releases and re-queues its run."""
     import signal
 
-    from agents import runtime
-    from reactsite import heap
+    from agents.runs import runtime
+    from reactsite.serving import heap
 
     runtime.warm()  # the SDKs and tables its first requests would otherwise build while every other request waits
-    heap.install()  # the garbage collector set for a long-lived process (reactsite/heap.py)
+    heap.install()  # the garbage collector set for a long-lived process (reactsite/serving/heap.py)
     if "gevent" not in worker.cfg.worker_class_str.lower():  # "gevent", ours, or gunicorn's class by its path
         return
     stop = signal.getsignal(signal.SIGTERM)
@@ -60,7 +61,7 @@ def post_worker_init(worker) -> None:
     def on_term(signum, frame) -> None:
         import gevent
 
-        from agents import leases
+        from agents.runs import leases
 
         gevent.spawn(leases.stop_all)
         if callable(stop):

@@ -8,14 +8,14 @@ class AgentsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from agents import (
-            admin_agents,  # noqa: F401  (registers the agents page of the console)
-            admin_usage,  # noqa: F401  (registers the usage pages of the console)
-            admin_webhooks,  # noqa: F401  (registers the webhook pages of the console)
-            checks,  # noqa: F401  (registers the system checks)
-            dbtriggers,
-        )
-        from reactsite import green
+        from agents import checks  # noqa: F401  (registers the system checks)
+        from agents.limits import dbtriggers
+        from agents.notifications import notify
+        from agents.runs import signals
+        from reactsite.serving import green
 
         green.install()
-        post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.dbtriggers")
+        # The runs' commits tell the notifications (webhooks, reviewer e-mail) through signals: runs import neither.
+        signals.run_done.connect(notify.on_run_done, dispatch_uid="agents.notify.run_done")
+        signals.run_awaiting_approval.connect(notify.on_run_awaiting_approval, dispatch_uid="agents.notify.awaiting")
+        post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.limits.dbtriggers")

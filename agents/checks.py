@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.core import checks
 
+from agents.tools.mcp.config import McpConfigError, parse_servers
+
 PER_PROCESS_CACHES = {
     "django.core.cache.backends.locmem.LocMemCache",
     "django.core.cache.backends.dummy.DummyCache",
@@ -27,7 +29,6 @@ def check_shared_cache(app_configs=None, **kwargs):
 @checks.register()
 def check_mcp_servers(app_configs=None, **kwargs):
     """AGENT_MCP_SERVERS and its bounds must be usable: a mistake disables the MCP tools, and says so here."""
-    from agents.tools.mcp_config import McpConfigError, parse_servers
 
     errors = []
     try:
@@ -37,7 +38,8 @@ def check_mcp_servers(app_configs=None, **kwargs):
             checks.Error(
                 str(exc),
                 hint='A JSON list such as [{"name": "docs", "command": "docs-mcp", "args": ["--stdio"]}, '
-                '{"name": "crm", "url": "https://crm.example/mcp", "sensitive": true}] (README, "MCP servers").',
+                '{"name": "crm", "url": "https://crm.example/mcp", "sensitive": true}] '
+                '(docs/configuration.md, "MCP servers").',
                 id="reactsite.E002",
             )
         )

@@ -389,8 +389,8 @@ class TokenQuota(models.Model):
 
 
 class QuotaReservation(models.Model):
-    """A model call in flight under a quota (agents.quotas.Admission); it expires with the call's timeout, or goes
-    as soon as another worker takes its run (the worker that made it died mid-call)."""
+    """A model call in flight under a quota (agents.limits.quotas.Admission); it expires with the call's timeout, or
+    goes as soon as another worker takes its run (the worker that made it died mid-call)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

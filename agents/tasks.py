@@ -1,37 +1,48 @@
 """Background work: a task advances a run until it stops or pauses (a decision puts it back on the queue); others
-deliver webhooks, tell reviewers of paused runs and run eval runs started over HTTP."""
+deliver webhooks, tell reviewers of paused runs and run eval runs started over HTTP.
+
+The services enqueue these tasks, and each task's body calls a service: the body imports it (the Django convention
+for tasks and services; the only late imports the import contract allows, see docs/architecture.md). Queued rows
+store a task by its path (`agents.tasks.advance_in_background`, …): these names never move.
+"""
 
 from __future__ import annotations
 
 from django.tasks import task
 
-from agents import notify, services, webhooks
-from agents.evals import runner
-from agents.models import Run
-
 
 @task
 def advance_in_background(run_id: str) -> str:
     """A worker's share of a background run: advance it until it stops or waits for a human."""
+    from agents.models import Run
+    from agents.runs import drive
+
     try:
-        return services.run_background(run_id=run_id)
+        return drive.run_background(run_id=run_id)
     except Run.DoesNotExist:
         return "skipped"  # deleted meanwhile
 
 
 @task
 def deliver_webhook(delivery_id: str) -> str:
-    """One attempt of a webhook delivery; a failed one queues the next after its backoff (agents.webhooks)."""
+    """One attempt of a webhook delivery; a failed one queues the next after its backoff
+    (agents.notifications.webhooks)."""
+    from agents.notifications import webhooks
+
     return webhooks.deliver(delivery_id)
 
 
 @task
 def email_reviewers(run_id: str) -> int:
-    """Tell the reviewers, by e-mail, that a run waits for a decision (agents.notify)."""
+    """Tell the reviewers, by e-mail, that a run waits for a decision (agents.notifications.notify)."""
+    from agents.notifications import notify
+
     return notify.email_reviewers(run_id=run_id)
 
 
 @task
 def run_eval(eval_run_id: int, concurrency: int = 1) -> str:
     """Run the cases of an eval run stored by `POST /api/v1/evals/runs` into it (agents.evals.runner.run_queued)."""
+    from agents.evals import runner
+
     return runner.run_queued(eval_run_id=eval_run_id, concurrency=concurrency)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from agents.models import Run
 from agents.tools import Tool, ToolContext, ToolError, registry
 from memory import services
 from memory.models import MAX_FACT_CHARS
@@ -22,7 +23,6 @@ def _owner(context: ToolContext):
 
 def remember(arguments: dict[str, Any], context: ToolContext) -> str:
     """Store one fact for the run's owner."""
-    from agents.models import Run
 
     run = Run.objects.filter(pk=context.run_id).first() if context and context.run_id else None
     try:

@@ -92,8 +92,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     DATABASES["default"].setdefault("TEST", {})["NAME"] = str(BASE_DIR / "test_db.sqlite3")
-    # Django's backend, but under gevent a wait for the write lock yields to other greenlets (reactsite/sqlite).
-    DATABASES["default"]["ENGINE"] = "reactsite.sqlite"
+    # Django's backend, but under gevent a wait for the write lock yields to other greenlets (reactsite/serving/sqlite).
+    DATABASES["default"]["ENGINE"] = "reactsite.serving.sqlite"
 # Connections are reused across requests (opening one per request cost a connect and, on SQLite, the pragmas each
 # time). PostgreSQL: a psycopg pool per process (DB_POOL_MAX_SIZE), and a run hands its connection back to the pool
 # before every model call, so runs waiting on models hold none of PostgreSQL's connections. SQLite: a persistent
@@ -106,7 +106,8 @@ if _POSTGRES and env.bool("DB_POOL", default=True):
         "timeout": env.float("DB_POOL_TIMEOUT_S", default=10.0),
     }
 else:
-    # Under gevent a connection belongs to a client connection's greenlet and closes with it (reactsite/green.py).
+    # Under gevent a connection belongs to a client connection's greenlet and closes with it
+    # (reactsite/serving/green.py).
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=300)
 # A connection whose session is gone (PostgreSQL restarted, failed over, or ended it) is found out and replaced before
 # it serves anything: a persistent one is checked (SELECT 1) before a request's first query; with the pool, Django
@@ -133,7 +134,7 @@ AGENT_RELEASE_DB_DURING_MODEL_CALLS = env.bool("AGENT_RELEASE_DB_DURING_MODEL_CA
 AGENT_RELAXED_COMMITS = env.bool("AGENT_RELAXED_COMMITS", default=True)
 # gunicorn's workers collect once and freeze what survives after their first requests, so a full garbage collection
 # no longer scans Django's and the SDKs' long-lived objects: ~150 -> ~18 ms per full collection, the collector 4.2 ->
-# 1.3 % of a worker's CPU (reactsite/heap.py). GC_TUNING=0 leaves Python's defaults.
+# 1.3 % of a worker's CPU (reactsite/serving/heap.py). GC_TUNING=0 leaves Python's defaults.
 GC_TUNING = env.bool("GC_TUNING", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -142,7 +143,7 @@ REDIS_URL = env("REDIS_URL", default="")
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
-    CACHES = {"default": {"BACKEND": "reactsite.cache.AtomicDatabaseCache", "LOCATION": "reactsite_cache"}}
+    CACHES = {"default": {"BACKEND": "reactsite.serving.cache.AtomicDatabaseCache", "LOCATION": "reactsite_cache"}}
 
 # Background runs: Django's tasks framework, queued in the database; `manage.py db_worker` runs them
 # (`make run` starts one beside gunicorn). Any process on any machine can pick up any run.
@@ -184,12 +185,13 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=256
 
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
 
-# Rate limits: django-ratelimit's counters in the shared default cache (agents/ratelimit.py). Its check E003 refuses
-# Django's DatabaseCache, whose incr is not atomic; the embedded default is reactsite.cache.AtomicDatabaseCache, whose
-# incr is (tests/integration/test_rate_counters.py), so E003 does not fire and stays live for a plain DatabaseCache.
-# W001 ("not officially supported") fires for every backend but memcached and django-redis: Django's own RedisCache
-# increments with Redis's atomic INCR and our database cache atomically too, so W001 alone is silenced.
-# A per-process cache (locmem, dummy) is refused by E003 and by our own reactsite.E001 (agents/checks.py).
+# Rate limits: django-ratelimit's counters in the shared default cache (agents/limits/ratelimit.py). Its check E003
+# refuses Django's DatabaseCache, whose incr is not atomic; the embedded default is
+# reactsite.serving.cache.AtomicDatabaseCache, whose incr is (tests/integration/test_rate_counters.py), so E003 does
+# not fire and stays live for a plain DatabaseCache. W001 ("not officially supported") fires for every backend but
+# memcached and django-redis: Django's own RedisCache increments with Redis's atomic INCR and our database cache
+# atomically too, so W001 alone is silenced. A per-process cache (locmem, dummy) is refused by E003 and by our own
+# reactsite.E001 (agents/checks.py).
 RATELIMIT_USE_CACHE = "default"
 SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
 
@@ -259,7 +261,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# The agent runtime (see ../shared/API.md for every setting's meaning).
+# The agent runtime (docs/configuration.md says what each setting means).
 AGENT_DEFAULT_PROVIDER = env("AGENT_DEFAULT_PROVIDER", default="demo")
 AGENT_ALLOWED_PROVIDERS = env.list(
     "AGENT_ALLOWED_PROVIDERS", default=["demo", "openai", "anthropic", "xai", "huggingface", "openrouter"]
@@ -274,7 +276,7 @@ AGENT_LLM_TIMEOUT_S = env.float("AGENT_LLM_TIMEOUT_S", default=30.0)
 AGENT_LLM_MAX_RETRIES = env.int("AGENT_LLM_MAX_RETRIES", default=2)
 # Idle keep-alive connections kept per provider client and process (the SDKs keep 100). httpcore probes every idle
 # connection for readability on each request; agents/providers/transport.py makes each probe one poll(2) instead of
-# a gevent hub round trip, and this bounds how many there are (BENCHMARKS.md).
+# a gevent hub round trip, and this bounds how many there are (docs/performance.md).
 AGENT_HTTP_MAX_KEEPALIVE = env.int("AGENT_HTTP_MAX_KEEPALIVE", default=32)
 # A run's lease: short, renewed by the process working on it; a dead worker's runs are taken over this fast.
 AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
@@ -315,7 +317,7 @@ TAVILY_URL = env("TAVILY_URL", default="https://api.tavily.com/search")
 DUCKDUCKGO_URL = env("DUCKDUCKGO_URL", default="https://api.duckduckgo.com/")
 SEARCH_TIMEOUT_S = env.float("SEARCH_TIMEOUT_S", default=10.0)
 
-# Notifications (README, "Webhooks and notifications"). Webhook targets must resolve to public addresses unless
+# Notifications (docs/api.md, "Webhooks"). Webhook targets must resolve to public addresses unless
 # AGENT_WEBHOOK_ALLOW_PRIVATE=1 (a receiver on this machine or a private network); cloud metadata addresses never.
 AGENT_WEBHOOK_ALLOW_PRIVATE = env.bool("AGENT_WEBHOOK_ALLOW_PRIVATE", default=False)
 AGENT_WEBHOOK_TIMEOUT_S = env.float("AGENT_WEBHOOK_TIMEOUT_S", default=5.0)
@@ -359,9 +361,9 @@ _smtp_options["timeout"] = env.float("EMAIL_TIMEOUT", default=10.0)
 MAILERS = {"default": {"BACKEND": _email_backend, **({"OPTIONS": _smtp_options} if _email_backend == _SMTP else {})}}
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="reactsite@localhost")
 
-# MCP servers lending their tools (README, "MCP servers"): a JSON list of {"name", "command", "args", "env"} (stdio)
-# or {"name", "url", "headers"} (streamable HTTP), each with "sensitive" (default true). Text that is not JSON is
-# kept as it is, so the system check (reactsite.E002) reports it instead of the settings failing to load.
+# MCP servers lending their tools (docs/configuration.md, "MCP servers"): a JSON list of {"name", "command", "args",
+# "env"} (stdio) or {"name", "url", "headers"} (streamable HTTP), each with "sensitive" (default true). Text that is
+# not JSON is kept as it is, so the system check (reactsite.E002) reports it instead of the settings failing to load.
 
 
 def _json_or_text(text: str):

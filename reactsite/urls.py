@@ -5,7 +5,7 @@ from django.http import JsonResponse
 from django.urls import include, path, re_path
 from django.views import defaults
 
-from agents.api.views import SeedRunView
+from agents.api.views.runs import SeedRunView
 from agents.views import playground
 
 urlpatterns = [

@@ -43,7 +43,7 @@ def _doorbell_listeners_stop_before_the_test_database_goes(django_db_setup):
     yield
     import threading
 
-    from agents import doorbell
+    from agents.runs import doorbell
 
     doorbell.stop_listeners()
     for thread in threading.enumerate():
@@ -139,7 +139,7 @@ def no_hold_outlives_its_test():
     """Every lease this process holds is dropped when the work holding it ends: one left behind would be renewed by
     the lease keeper for as long as the process lives, so its run could never be handed to another worker."""
     yield
-    from agents import leases
+    from agents.runs import leases
 
     deadline = time.monotonic() + 2  # work a test started in another thread may still be unwinding
     while leases.held() and time.monotonic() < deadline:

@@ -19,9 +19,9 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
-from agents import quotas
+from agents.limits import quotas
 from agents.models import DailyUsage, TokenQuota, Webhook
-from agents.persist import converted, db_converters
+from agents.runs.persist import converted, db_converters
 
 
 @cache
@@ -37,11 +37,12 @@ def _lookup(db: str) -> tuple[str, list[str], list[str], list]:
     columns = [f"{t}.{q(f.column)}" for f in token_fields] + [f"{u}.{q(f.column)}" for f in user_fields]
     user_fk = q(Token._meta.get_field("user").column)
     user_pk = f"{u}.{q(user_model._meta.pk.column)}"
-    # The user's quota facts ride along (agents.quotas): their override and today's usage, so a request that may
+    # The user's quota facts ride along (agents.limits.quotas): their override and today's usage, so a request that may
     # start a model call checks the daily quota without a query of its own.
     qt, dt = q(TokenQuota._meta.db_table), q(DailyUsage._meta.db_table)
     columns += [f"{qt}.{q('daily_tokens')}", f"{dt}.{q('prompt_tokens')}", f"{dt}.{q('completion_tokens')}"]
-    # And whether they have any webhook (agents.notify): a finished run of a user with none reads nothing more.
+    # And whether they have any webhook (agents.notifications.notify): a finished run of a user with none reads nothing
+    # more.
     wt = q(Webhook._meta.db_table)
     columns += [f"EXISTS (SELECT 1 FROM {wt} WHERE {wt}.{q('owner_id')} = {user_pk})"]
     sql = (

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 from rest_framework.renderers import BaseRenderer
 
-from agents import doorbell
 from agents.models import Run, RunStatus, Step
-from agents.services import reacquire_connection, release_connection
+from agents.runs import doorbell, representation
+from agents.runs.store import reacquire_connection, release_connection
 
 POLL_S = 0.25
 KEEPALIVE_S = 15.0
@@ -56,8 +56,6 @@ def run_events(
 
 
 def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> Iterator[str]:
-    from agents.api.serializers import RunSerializer, StepSerializer
-
     started = last_beat = time.monotonic()
     status = None
     while True:
@@ -69,13 +67,13 @@ def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> 
         if run is None:  # deleted while streaming
             return
         for step in Step.objects.filter(run_id=run_id, index__gt=after).order_by("index"):
-            yield frame("step", StepSerializer(step).data, step.index)
+            yield frame("step", representation.step_json(step), step.index)
             after = step.index
         if run.status != status:
             status = run.status
-            yield frame("run", RunSerializer(run).data)
+            yield frame("run", representation.run_json(run))
         if run.status == RunStatus.DONE:
-            yield frame("done", RunSerializer(run).data)
+            yield frame("done", representation.run_json(run))
             return
         now = time.monotonic()
         if now - started >= max_s:

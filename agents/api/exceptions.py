@@ -13,15 +13,16 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from agents import quotas, services
+from agents import errors
+from agents.limits import quotas
 
 _STATUS = {
-    services.InvalidRequest: status.HTTP_400_BAD_REQUEST,
-    services.NotAllowed: status.HTTP_403_FORBIDDEN,
-    services.RunBusy: status.HTTP_409_CONFLICT,
-    services.RunFinished: status.HTTP_409_CONFLICT,
-    services.UnknownTool: status.HTTP_404_NOT_FOUND,
-    services.ThreadBusy: status.HTTP_409_CONFLICT,
+    errors.InvalidRequest: status.HTTP_400_BAD_REQUEST,
+    errors.NotAllowed: status.HTTP_403_FORBIDDEN,
+    errors.RunBusy: status.HTTP_409_CONFLICT,
+    errors.RunFinished: status.HTTP_409_CONFLICT,
+    errors.UnknownTool: status.HTTP_404_NOT_FOUND,
+    errors.ThreadBusy: status.HTTP_409_CONFLICT,
 }
 # The database lost, refusing, or out of pooled connections (psycopg_pool's PoolTimeout reaches us as Django's
 # OperationalError): a 503 the client may retry, in JSON, where Django would answer its HTML 500 page.

@@ -11,8 +11,8 @@ from drf_spectacular import plumbing
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 
-from agents import runtime
 from agents.providers import ProviderConfigError, provider_class
+from agents.runs import runtime
 
 # Python's whitespace (what str.strip() removes: c.isspace()), spelled alike in ECMA and Python regex classes.
 WHITESPACE = "\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
@@ -115,14 +115,12 @@ class AdvanceSerializerExtension(OpenApiSerializerExtension):
     """An advance body is the one-call decision (`approval`, `arguments`, `reason`) or the batch (`decisions`), never
     both at once: a body naming `decisions` and any of the others is a 400."""
 
-    target_class = "agents.api.views.AdvanceSerializer"
+    target_class = "agents.api.serializers.AdvanceSerializer"
 
     def map_serializer(self, auto_schema, direction) -> dict:
-        from agents.api.views import SINGLE_DECISION
-
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         if direction == "request":
-            schema["not"] = {"anyOf": [{"required": ["decisions", name]} for name in SINGLE_DECISION]}
+            schema["not"] = {"anyOf": [{"required": ["decisions", name]} for name in self.target.single_decision]}
         return schema
 
 

@@ -9,10 +9,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
-from agents import selectors
 from agents.engine.schemas import schema_problem
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
-from agents.services import RUN_LIMITS
+from agents.runs import representation
+from agents.runs.representation import USAGE_KEYS
+from agents.runs.submit import RUN_LIMITS
 
 _JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
 
@@ -106,15 +107,6 @@ class StrictFloatField(serializers.FloatField):
             raise serializers.ValidationError("This number is too large.", code="max_value") from None
 
 
-STEP_FIELDS = {
-    "model": ("thought", "text", "tool_calls", "final_answer", "usage"),
-    "tool": ("call_id", "name", "arguments", "output", "is_error"),
-    "approval": ("call_id", "name", "original_arguments", "arguments", "approved", "reviewer", "reason"),
-    "error": ("message",),
-}
-
-
-USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 PENDING_ACTION_SCHEMA = {
     "type": "object",
     "nullable": True,
@@ -140,19 +132,7 @@ class StepSerializer(serializers.ModelSerializer):
         fields = ["index", "kind", "created_at", "latency_ms"]
 
     def to_representation(self, instance: Step) -> dict:
-        data = super().to_representation(instance)
-        for name in STEP_FIELDS.get(instance.kind, ()):
-            data[name] = instance.data.get(name)
-        if instance.data.get("reflection"):
-            data["reflection"] = True  # a critique between attempts (max_reflections)
-        return data
-
-
-_DATETIME = serializers.DateTimeField()  # DRF's own datetime format, for the run object built by hand
-
-
-def _when(moment) -> str | None:
-    return _DATETIME.to_representation(moment) if moment is not None else None
+        return representation.step_json(instance)
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -181,33 +161,10 @@ class RunSerializer(serializers.ModelSerializer):
         }
     )
     def get_usage(self, run: Run) -> dict:
-        return {
-            "prompt_tokens": run.prompt_tokens,
-            "completion_tokens": run.completion_tokens,
-            "total_tokens": run.total_tokens,
-        }
+        return representation.usage_json(run)
 
     def to_representation(self, instance: Run) -> dict:
-        """The run object, built directly: it answers every run request, and DRF's per-instance field machinery cost
-        more than the rest of the response. Same keys, order and formats as the declared fields."""
-        run = instance
-        thread_id = run.thread_id
-        actions = [{**a, "expires_at": _when(a["expires_at"])} for a in selectors.pending_actions(run)]
-        data = {
-            "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
-            "output": run.output, "output_json": run.output_json, "turns": run.turns, "input": run.input,
-            "thread_id": str(thread_id) if thread_id is not None else None, "agent": run.agent, "mode": run.mode,
-            "protocol": run.protocol,
-            "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
-            "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
-            "sensitive_tools": run.sensitive_tools, "pending_action": actions[0] if actions else None,
-            "pending_actions": actions, "error": run.error,
-            "usage": self.get_usage(run), "created_at": _DATETIME.to_representation(run.created_at),
-            "updated_at": _DATETIME.to_representation(run.updated_at),
-        }  # fmt: skip
-        if not run.max_reflections:
-            data.pop("max_reflections")  # shown only when used: the run object of API.md stays exactly as it was
-        return data
+        return representation.run_json(instance)
 
     @extend_schema_field(PENDING_ACTION_SCHEMA)
     def get_pending_action(self, run: Run) -> dict | None:
@@ -216,7 +173,7 @@ class RunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field({"type": "array", "items": {**PENDING_ACTION_SCHEMA, "nullable": False}})
     def get_pending_actions(self, run: Run) -> list[dict]:
-        return [{**a, "expires_at": _when(a["expires_at"])} for a in selectors.pending_actions(run)]
+        return representation.pending_actions_json(run)
 
 
 class RunDetailSerializer(RunSerializer):
@@ -227,9 +184,7 @@ class RunDetailSerializer(RunSerializer):
         read_only_fields = fields
 
     def to_representation(self, instance: Run) -> dict:
-        data = super().to_representation(instance)
-        data["steps"] = StepSerializer(instance.steps.all(), many=True).data
-        return data
+        return representation.run_detail_json(instance)
 
 
 def _bounds(name: str) -> dict:
@@ -353,3 +308,49 @@ class SeedRunResultSerializer(serializers.Serializer):
     stop_reason = serializers.CharField(allow_null=True)
     turns = serializers.IntegerField()
     ok = serializers.BooleanField()
+
+
+class DecisionSerializer(serializers.Serializer):
+    call_id = StrictCharField(max_length=200)
+    approval = StrictBooleanField()
+    arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
+    reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
+
+    def validate_empty_values(self, data):
+        # `decisions` may be null, but not one of its items: DRF hands a list's allow_null to its child too.
+        if data is None:
+            raise serializers.ValidationError(['A decision is an object: {"call_id", "approval", …}, not null.'])
+        return super().validate_empty_values(data)
+
+
+SINGLE_DECISION = ("approval", "arguments", "reason")  # the one-call form of a decision; `decisions` is the batch
+
+
+class AdvanceSerializer(serializers.Serializer):
+    single_decision = SINGLE_DECISION  # read by the schema (agents/api/schema.py): never both forms at once
+    approval = StrictBooleanField(required=False, allow_null=True, default=None)
+    arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
+    reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=2000, default=None)
+    decisions = DecisionSerializer(
+        many=True,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_length=1,
+        error_messages={"min_length": "Give at least one decision."},
+        help_text="Decide several pending calls at once (all or nothing); instead of approval/arguments/reason.",
+    )
+
+    def validate(self, data: dict) -> dict:
+        sent = self.initial_data if isinstance(self.initial_data, dict) else {}
+        mixed = [k for k in SINGLE_DECISION if k in sent] if "decisions" in sent else []
+        if mixed:  # the schema says the same (`not` both forms at once), null or not
+            raise serializers.ValidationError({"decisions": [f"Send decisions or {', '.join(mixed)}, not both."]})
+        if data.get("decisions") is not None:
+            if not data["decisions"]:
+                raise serializers.ValidationError({"decisions": ["Give at least one decision."]})
+            data["decisions"] = [
+                {"call_id": d["call_id"], "approved": d["approval"], "arguments": d["arguments"], "reason": d["reason"]}
+                for d in data["decisions"]
+            ]
+        return data

@@ -4,11 +4,14 @@ from django.urls import re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from agents.api.agents import AgentViewSet
-from agents.api.evals import EvalRunViewSet
-from agents.api.usage import UsageView
-from agents.api.views import HealthView, RunViewSet, ThreadViewSet, ToolViewSet
-from agents.api.webhooks import WebhookViewSet
+from agents.api.views.agents import AgentViewSet
+from agents.api.views.evals import EvalRunViewSet
+from agents.api.views.health import HealthView
+from agents.api.views.runs import RunViewSet
+from agents.api.views.threads import ThreadViewSet
+from agents.api.views.tools import ToolViewSet
+from agents.api.views.usage import UsageView
+from agents.api.views.webhooks import WebhookViewSet
 
 
 class OptionalSlashRouter(SimpleRouter):

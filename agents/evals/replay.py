@@ -20,10 +20,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents import engine, leases, rows, runtime, services
+from agents import engine
 from agents.engine import RunState, Toolset
 from agents.evals.fixtures import FixtureBook
 from agents.models import Run, RunMode, RunStatus, Step, StopReason
+from agents.runs import leases, rows, runtime, store, submit
 from agents.tools import Tool
 
 
@@ -35,10 +36,10 @@ class _Unmatched(Exception):
     """No fixture answers the call: the replay stops (the book holds what was asked)."""
 
 
-def execute(*, owner: Any, options: services.RunOptions, book: FixtureBook) -> Run:
+def execute(*, owner: Any, options: submit.RunOptions, book: FixtureBook) -> Run:
     """Store and drive one replayed run to its end; `book.problem` says whether a call went unanswered."""
     token = uuid.uuid4().hex
-    run = services.start_run(owner=owner, options=replace(options, mode=RunMode.STEP), lease_owner=token)
+    run = submit.start_run(owner=owner, options=replace(options, mode=RunMode.STEP), lease_owner=token)
     leases.hold(token, run.pk)
     try:
         _drive(run, token, book)
@@ -129,12 +130,12 @@ def _decisions(state: RunState, book: FixtureBook) -> list[dict[str, Any]] | Non
 def _store(run: Run, token: str, state: RunState, events: list[dict[str, Any]]) -> bool:
     """Append the unit's steps and update the run while the lease is ours and it is not done; False otherwise."""
     # version counts the commits that stored steps (a run at 0 has none: services reads no steps for it)
-    fields = services._storable(rows.run_fields(state)) | {"updated_at": timezone.now(), "version": F("version") + 1}
+    fields = store._storable(rows.run_fields(state)) | {"updated_at": timezone.now(), "version": F("version") + 1}
     with transaction.atomic():
         ours = Run.objects.filter(pk=run.pk, lease_owner=token).exclude(status=RunStatus.DONE)
         if not ours.update(**fields):
             return False
-        Step.objects.bulk_create(rows.step_rows(run, [services._storable(e) for e in events]))
+        Step.objects.bulk_create(rows.step_rows(run, [store._storable(e) for e in events]))
     return True
 
 

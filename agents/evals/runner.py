@@ -16,11 +16,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
-from agents import services
+from agents import errors
 from agents.evals.cases import Case, check_output, load_cases
 from agents.evals.fixtures import FixtureBook
 from agents.evals.replay import execute as execute_replay
 from agents.models import EvalResult, EvalRun, Run, RunStatus
+from agents.providers import ProviderConfigError, validate_choice
+from agents.runs import drive, runtime, submit
 
 log = logging.getLogger(__name__)
 PER_CASE = "per case"  # EvalRun.protocol when each case runs in its own protocols
@@ -49,13 +51,12 @@ def plan(cases: list[Case], protocol: str | None, replay: bool = False) -> list[
 
 
 def validate(config: EvalConfig) -> str:
-    """Check provider and model before anything runs; returns the model. Raises services.InvalidRequest."""
-    from agents.providers import ProviderConfigError, validate_choice
+    """Check provider and model before anything runs; returns the model. Raises errors.InvalidRequest."""
 
     try:
         return validate_choice(config.provider, config.model)
     except ProviderConfigError as exc:
-        raise services.InvalidRequest({"provider": [str(exc)]}) from None
+        raise errors.InvalidRequest({"provider": [str(exc)]}) from None
 
 
 def run_evals(
@@ -67,7 +68,7 @@ def run_evals(
 
 
 def start_eval_run(*, cases: list[Case], config: EvalConfig, created_by=None) -> EvalRun:
-    """Check provider, model and tools (services.InvalidRequest), then store the eval run, not yet run: no results,
+    """Check provider, model and tools (errors.InvalidRequest), then store the eval run, not yet run: no results,
     `finished_at` null. `run_into` runs it (in-process, or in a worker: `run_queued`)."""
     model = validate(config)
     _check_tools(cases)
@@ -186,13 +187,12 @@ def _cases_path(cases_file: str) -> Path:
 
 def _check_tools(cases: list[Case]) -> None:
     """Every tool a case names must exist, before anything is stored."""
-    from agents.runtime import tool_registry
 
-    known = set(tool_registry().names())
+    known = set(runtime.tool_registry().names())
     for case in cases:
         unknown = sorted(set(case.tools or ()) - known)
         if unknown:
-            raise services.InvalidRequest({"cases": [f"case '{case.id}' names unknown tool(s): {', '.join(unknown)}"]})
+            raise errors.InvalidRequest({"cases": [f"case '{case.id}' names unknown tool(s): {', '.join(unknown)}"]})
 
 
 def _case_user():
@@ -208,8 +208,8 @@ def _run_case(eval_run: EvalRun, case: Case, protocol: str, config: EvalConfig, 
     started = time.perf_counter()
     run = _execute(user, case.input, protocol, config, model, case, book)
     latency_ms = (time.perf_counter() - started) * 1000
-    errors = run.steps.filter(kind="error").count()
-    reason = book.problem if book is not None and book.problem else _reason(case, run, errors)
+    error_steps = run.steps.filter(kind="error").count()
+    reason = book.problem if book is not None and book.problem else _reason(case, run, error_steps)
     return EvalResult.objects.create(
         eval_run=eval_run,
         case_id=case.id,
@@ -227,7 +227,7 @@ def _run_case(eval_run: EvalRun, case: Case, protocol: str, config: EvalConfig, 
 def _execute(
     user, goal: str, protocol: str, config: EvalConfig, model: str, case: Case, book: FixtureBook | None = None
 ) -> Run:
-    options = services.RunOptions(
+    options = submit.RunOptions(
         input=goal,
         protocol=protocol,
         provider=config.provider,
@@ -240,8 +240,8 @@ def _execute(
     )
     if book is not None:
         return execute_replay(owner=user, options=options, book=book)
-    run = services.start_run(owner=user, options=options)
-    return services.execute(run_id=run.pk)
+    run = submit.start_run(owner=user, options=options)
+    return drive.execute(run_id=run.pk)
 
 
 def _reason(case: Case, run: Run, errors: int) -> str | None:

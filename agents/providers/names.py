@@ -1,7 +1,7 @@
 """Tool names on a provider's wire.
 
 Both function-calling APIs take tool names matching ^[a-zA-Z0-9_-]{1,64}$: no dot. Our registry names an MCP server's
-tool `<server>.<tool>` (agents/tools/mcp.py), so in the `tools` protocol the providers send every "." as "__"
+tool `<server>.<tool>` (agents/tools/mcp/__init__.py), so in the `tools` protocol the providers send every "." as "__"
 (`docs.search` goes out as `docs__search`) — in the tool list and in the tool calls of earlier turns — and name the
 calls of a reply back from the tools of that same request. Server names cannot hold "__" and tools whose wire names
 would clash are left out of the registry, so the way back is unambiguous. In the `react` protocol no tool list is

@@ -1,6 +1,6 @@
 from django import template
 
-from agents.admin_usage import dashboard_stats
+from agents.admin.usage import dashboard_stats
 
 register = template.Library()
 

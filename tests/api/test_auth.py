@@ -149,7 +149,7 @@ def test_the_prepared_token_lookup_gives_what_drfs_gives(alice):
 
     assert attributes(ours[0]) == attributes(theirs[0]) and ours[0].last_login is None  # converted as the ORM does
     # What ours adds: the daily-quota facts (no override, nothing used today), from the same statement.
-    from agents import quotas
+    from agents.limits import quotas
 
     assert ours[0].quota_facts == (None, 0, quotas.today())
     assert ours[0].has_webhooks is False

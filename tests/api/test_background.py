@@ -6,8 +6,8 @@ import pytest
 from django.core.management import call_command
 from django_tasks_db.models import DBTaskResult
 
-from agents import services
 from agents.models import Run
+from agents.runs import drive
 from tests.api.conftest import RUNS, create_run
 from tests.conftest import client_for
 
@@ -95,7 +95,7 @@ def test_other_modes_queue_nothing(api, mode):
 
 def test_execute_accepts_a_queued_run_and_marks_it_running(api):
     run_id = create_run(api, mode="background").json()["id"]
-    run = services.execute(run_id=run_id, units=1)
+    run = drive.execute(run_id=run_id, units=1)
     assert (run.status, run.turns) == ("running", 1)
 
 
@@ -125,13 +125,13 @@ def test_a_task_that_finds_its_run_busy_comes_back_later(api):
 
     run_id = create_run(api, mode="background").json()["id"]
     DBTaskResult.objects.all().delete()
-    _, held = services._claim(run_id, ["queued"])  # another worker holds it right now
+    _, held = drive._claim(run_id, ["queued"])  # another worker holds it right now
 
     assert advance_in_background.call(run_id) == "requeued"
     (task,) = DBTaskResult.objects.filter(status="READY")
     assert task.run_after is not None and task.run_after > timezone.now() + timedelta(seconds=1)
 
-    services._release(run_id, held)
+    drive.release(run_id, held)
     DBTaskResult.objects.filter(pk=task.pk).update(run_after=timezone.now())  # its time has come
     work()
     assert Run.objects.get(pk=run_id).stop_reason == "final_answer"

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents import services
 from agents.models import Run, RunMode, Step
+from agents.runs import drive, review
 from tests.api.conftest import DDG_ANSWER, create_run, run_url
 from tests.conftest import client_for
 from tests.providers import stub_llm as llm
@@ -177,10 +177,10 @@ def test_the_sweep_denies_expired_calls_and_the_run_goes_on(api, model, django_c
     body = paused_three(api, model, approval_ttl_s=60)
     run = Run.objects.get(pk=body["id"])
     assert abs((run.approval_expires_at - run.updated_at).total_seconds() - 60) < 1
-    assert services.sweep_expired_approvals() == 0  # not due yet
+    assert review.sweep_expired_approvals() == 0  # not due yet
     expire_now(body["id"])
 
-    assert services.sweep_expired_approvals() == 1
+    assert review.sweep_expired_approvals() == 1
 
     approvals = [s for s in steps(body["id"]) if s["kind"] == "approval"]
     assert [(a["call_id"], a["approved"], a["reviewer"], a["reason"]) for a in approvals] == [
@@ -191,8 +191,8 @@ def test_the_sweep_denies_expired_calls_and_the_run_goes_on(api, model, django_c
     run.refresh_from_db()
     # The caller of this sync run is long gone: it carries on as a background run, on the queue.
     assert (run.status, run.mode, run.lease_owner, run.approval_expires_at) == ("running", RunMode.BACKGROUND, "", None)
-    assert services.sweep_expired_approvals() == 0  # nothing twice
-    services.run_background(run_id=body["id"])
+    assert review.sweep_expired_approvals() == 0  # nothing twice
+    drive.run_background(run_id=body["id"])
     run.refresh_from_db()
     assert (run.status, run.output) == ("done", "done")
     assert model.count("GET", "/") == 0  # no search ran
@@ -201,7 +201,7 @@ def test_the_sweep_denies_expired_calls_and_the_run_goes_on(api, model, django_c
 def test_a_step_run_expires_and_waits_for_its_client(api, model):
     body = paused_three(api, model, mode="step")
     expire_now(body["id"])
-    assert services.sweep_expired_approvals() == 1
+    assert review.sweep_expired_approvals() == 1
     run = Run.objects.get(pk=body["id"])
     assert (run.status, run.mode) == ("running", RunMode.STEP)
     assert advance(api, body["id"], {}).json()["status"] == "done"
@@ -215,7 +215,7 @@ def test_a_decision_after_the_expiry_time_is_409_and_the_sweep_records_the_expir
     assert "expired" in response.json()["detail"]
     assert [s for s in steps(body["id"]) if s["kind"] == "approval"] == []
     assert Run.objects.get(pk=body["id"]).lease_owner == ""
-    assert services.sweep_expired_approvals() == 1
+    assert review.sweep_expired_approvals() == 1
     assert {s["reason"] for s in steps(body["id"]) if s["kind"] == "approval"} == {"expired"}
 
 
@@ -225,7 +225,7 @@ def test_a_decision_first_leaves_nothing_to_expire(api, model, reviewer):
         client_for(reviewer), body["id"], {"decisions": [{"call_id": c, "approval": False} for c in ("c1", "c2", "c3")]}
     )
     expire_now(body["id"])  # a stale expiry on a run no longer waiting is ignored
-    assert services.sweep_expired_approvals() == 0
+    assert review.sweep_expired_approvals() == 0
     assert all(s["reviewer"] == "rita" for s in steps(body["id"]) if s["kind"] == "approval")
 
 

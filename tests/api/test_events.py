@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection
 
-from agents import services
+from agents.runs import drive
 from tests.api.conftest import RUNS, create_run
 from tests.conftest import client_for, make_user
 
@@ -78,7 +78,7 @@ def test_live_steps_arrive_as_another_worker_advances_the_run():
     def finish_later() -> None:
         time.sleep(0.5)
         try:
-            services.execute(run_id=run["id"])
+            drive.execute(run_id=run["id"])
         finally:
             connection.close()
 

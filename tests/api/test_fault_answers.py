@@ -50,11 +50,11 @@ def test_a_nul_in_a_lookup_value_is_404_json(api, path):
 
 
 def test_a_decision_sent_to_a_running_run_is_409_and_records_nothing(api, alice, settings):
-    from agents import services
+    from agents.runs import submit
 
     settings.AGENT_SELF_APPROVAL = True
-    options = services.RunOptions(input="What is 12*7, plus 1?", mode="step")
-    run = services.start_run(owner=alice, options=options)  # running, waiting for its client's next step
+    options = submit.RunOptions(input="What is 12*7, plus 1?", mode="step")
+    run = submit.start_run(owner=alice, options=options)  # running, waiting for its client's next step
     for body in ({"approval": True}, {"approval": False}, {"decisions": [{"call_id": "x", "approval": True}]}):
         response = api.post(run_url(run.pk, "advance"), body, format="json")
         assert response.status_code == 409, (body, response.content)

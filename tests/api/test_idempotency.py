@@ -102,7 +102,7 @@ def test_keys_are_per_user(api, bob):
 
 def test_in_progress_key_is_409(api, alice):
     body = {"input": ARITHMETIC}
-    from agents.idempotency import fingerprint
+    from agents.runs.idempotency import fingerprint
 
     IdempotencyKey.objects.create(user=alice, key="busy", fingerprint=fingerprint(body), status_code=None)
     response = _post(api, body, "busy")
@@ -171,7 +171,7 @@ def test_replayed_paused_run_keeps_its_first_response(api, no_search_network):
 
 def _in_progress(user, key: str, age: timedelta, body: dict) -> IdempotencyKey:
     """A key whose first request never finished (the process died mid-way), created `age` ago."""
-    from agents.idempotency import fingerprint
+    from agents.runs.idempotency import fingerprint
 
     record = IdempotencyKey.objects.create(user=user, key=key, fingerprint=fingerprint(body))
     IdempotencyKey.objects.filter(pk=record.pk).update(created_at=timezone.now() - age)

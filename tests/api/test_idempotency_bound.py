@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents import leases, runtime, services
 from agents.models import IdempotencyKey, Run
 from agents.providers.fake import ScriptedModel, calls, text
+from agents.runs import drive, leases, runtime, store, submit
 from tests.api.conftest import ARITHMETIC, RUNS, run_count
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +46,7 @@ def test_the_key_names_its_run_from_the_insert_on(api, monkeypatch):
 def test_a_request_that_fails_after_its_run_exists_keeps_its_key(api, monkeypatch):
     """The run lives on (a worker continues it): a retry finds it, and no second run is made."""
     _model(monkeypatch, calls(("calculator", {"expression": "12*7"})))
-    original = services._commit
+    original = store.commit_unit
     commits = []
 
     def failing_commit(*args, **kwargs):
@@ -55,7 +55,7 @@ def test_a_request_that_fails_after_its_run_exists_keeps_its_key(api, monkeypatc
             raise RuntimeError("connection lost")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(services, "_commit", failing_commit)
+    monkeypatch.setattr(store, "commit_unit", failing_commit)
     api.raise_request_exception = False
     assert _post(api, BODY, "k").status_code == 500
     run = Run.objects.get()
@@ -69,7 +69,7 @@ def test_a_request_that_fails_after_its_run_exists_keeps_its_key(api, monkeypatc
 
 def test_a_retry_while_the_first_request_holds_the_run_is_409_for_at_most_a_lease(api, alice, settings):
     settings.AGENT_LEASE_S = 15
-    run = services.start_run(owner=alice, options=services.RunOptions(**BODY), lease_owner="live")
+    run = submit.start_run(owner=alice, options=submit.RunOptions(**BODY), lease_owner="live")
     record = IdempotencyKey.objects.create(user=alice, key="k", fingerprint=_digest(BODY), run=run)
     busy = _post(api, BODY, "k")
     assert busy.status_code == 409 and 1 <= int(busy["Retry-After"]) <= 16
@@ -81,9 +81,9 @@ def test_a_retry_while_the_first_request_holds_the_run_is_409_for_at_most_a_leas
 
 
 def test_once_the_run_is_done_a_retry_gets_its_final_response_and_it_is_kept(api, alice):
-    run = services.start_run(owner=alice, options=services.RunOptions(**BODY))
+    run = submit.start_run(owner=alice, options=submit.RunOptions(**BODY))
     IdempotencyKey.objects.create(user=alice, key="k", fingerprint=_digest(BODY), run=run)
-    services.execute(run_id=run.pk)  # a worker finished it after its request died
+    drive.execute(run_id=run.pk)  # a worker finished it after its request died
     final = _post(api, BODY, "k")
     assert final.status_code == 201
     assert (final.json()["id"], final.json()["output"], final.json()["status"]) == (str(run.pk), "85", "done")
@@ -94,7 +94,7 @@ def test_once_the_run_is_done_a_retry_gets_its_final_response_and_it_is_kept(api
 
 def test_a_background_request_retried_before_its_response_was_stored_gets_202(api, alice):
     body = {**BODY, "mode": "background"}
-    run = services.start_run(owner=alice, options=services.RunOptions(**body))
+    run = submit.start_run(owner=alice, options=submit.RunOptions(**body))
     IdempotencyKey.objects.create(user=alice, key="k", fingerprint=_digest(body), run=run)
     response = _post(api, body, "k")
     assert (response.status_code, response.json()["id"]) == (202, str(run.pk)) and run_count() == 1
@@ -121,7 +121,7 @@ def test_a_sync_request_stopped_by_a_graceful_shutdown_answers_202_with_the_run(
     assert (again.status_code, again.json()["id"]) == (202, str(run.pk))
 
     _model(monkeypatch, calls(("calculator", {"expression": "84+1"})), text("85"))
-    services.run_background(run_id=run.pk)
+    drive.run_background(run_id=run.pk)
     done = _post(api, BODY, "k")
     assert (done.status_code, done.json()["output"]) == (201, "85") and run_count() == 1
 
@@ -129,20 +129,20 @@ def test_a_sync_request_stopped_by_a_graceful_shutdown_answers_202_with_the_run(
 def test_a_key_taken_over_while_its_request_was_starting_leaves_no_run(api, alice, monkeypatch):
     """The first request looked dead (no run after two leases) and a retry took its key: the first request's run
     insert rolls back with the binding it can no longer make."""
-    original = services.start_run
+    original = submit.start_run
 
     def slow_start(**kwargs):
         IdempotencyKey.objects.filter(pk=kwargs["key_id"]).delete()  # taken over meanwhile
         IdempotencyKey.objects.create(user=alice, key="k", fingerprint=_digest(BODY))
         return original(**kwargs)
 
-    monkeypatch.setattr(services, "start_run", slow_start)
+    monkeypatch.setattr(submit, "start_run", slow_start)
     response = _post(api, BODY, "k")
     assert response.status_code == 409
     assert run_count() == 0
 
 
 def _digest(body: dict) -> str:
-    from agents.idempotency import fingerprint
+    from agents.runs.idempotency import fingerprint
 
     return fingerprint(body)

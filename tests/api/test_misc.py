@@ -7,7 +7,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from agents.api import views
+from agents.api.views import health as views
 from tests.api.conftest import ARITHMETIC, DOCS, HEALTH, RUNS, SCHEMA, create_run, run_count, run_url
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,9 @@ from tests.conftest import client_for
 pytestmark = pytest.mark.django_db
 
 # One per request: the token look-up (with its user). The rate limit on routes that may call a model is
-# django-ratelimit's cache.add then cache.incr (agents/ratelimit.py), no SQL with REDIS_URL (Redis round trips). On the
-# database cache (reactsite/cache.py, in a test's transaction): a window's first hit looks the key up and runs
+# django-ratelimit's cache.add then cache.incr (agents/limits/ratelimit.py), no SQL with REDIS_URL (Redis round trips).
+# On the
+# database cache (reactsite/serving/cache.py, in a test's transaction): a window's first hit looks the key up and runs
 # Django's add (savepoint, count, look-up, insert, release); a later hit looks it up, then the incr (savepoint,
 # locked read, update, release).
 AUTH = 1
@@ -24,7 +25,8 @@ RATE_LIMIT, RATE_LIMIT_AGAIN = (0, 0) if settings.REDIS_URL else (6, 5)
 # A unit's commit (update the held run, append its steps): one statement on PostgreSQL (a data-modifying CTE), an
 # UPDATE and an INSERT in one transaction elsewhere.
 COMMIT = 1 if connection.vendor == "postgresql" else 2
-# A run that finishes tells its owner's webhooks, after the commit (agents/notify.py). Whether the owner has any came
+# A run that finishes tells its owner's webhooks, after the commit (agents/notifications/notify.py). Whether the owner
+# has any came
 # with the API token's look-up, so a user without webhooks costs no read at all (one indexed read otherwise). The
 # tests run inside a transaction, so `committed` runs what waited for its commit, as in production.
 NOTIFY = 0
@@ -65,11 +67,11 @@ def test_a_background_runs_first_take(api, quiet, committed, django_assert_num_q
     read its timeout, then claim it with its budget starting now in an UPDATE that returns it together with its owner's
     quota override and whether the owner has webhooks (no steps to read yet: no unit has committed), then the three
     commits. The owner has no webhooks, so the announcement reads nothing."""
-    from agents import services
+    from agents.runs import drive
 
     run = create_run(api, mode="background").json()
     with django_assert_num_queries(2 + 3 * COMMIT + NOTIFY), committed() as callbacks:
-        assert services.run_background(run_id=run["id"]) == "done"
+        assert drive.run_background(run_id=run["id"]) == "done"
     assert len(callbacks) == 1  # the run.done announcement, after the commit
 
 

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents import quotas
+from agents.limits import quotas
 from agents.models import DailyUsage, QuotaReservation, Run, Step, TokenQuota
 from tests.api.conftest import create_run, run_url
 from tests.providers import stub_llm as llm
@@ -169,13 +169,13 @@ def test_a_dead_workers_reservation_goes_when_its_run_is_taken_again(api, alice,
 def test_a_worker_applies_the_owners_override_read_with_the_run(api, alice, model):
     """A background run's worker has no API request (whose token look-up brings the override): it reads the override
     with the run itself. Set after the run was queued, it still stops the run before its first model call."""
-    from agents import services
+    from agents.runs import drive
 
     run = openai_run(api, mode="background").json()
     DailyUsage.objects.create(owner=alice, day=quotas.today(), prompt_tokens=40, completion_tokens=10)
     TokenQuota.objects.update_or_create(user=alice, defaults={"daily_tokens": 50})  # the only quota that binds
 
-    assert services.run_background(run_id=run["id"]) == "done"
+    assert drive.run_background(run_id=run["id"]) == "done"
     stored = Run.objects.get(pk=run["id"])
     assert (stored.stop_reason, stored.turns, model_calls(model)) == ("quota_exceeded", 0, 0)
 

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from agents import persist
 from agents.models import Run, Step
+from agents.runs import persist
 from tests.api.conftest import ARITHMETIC, create_run
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from agents.models import Run
-from agents.runtime import tool_registry
+from agents.runs.runtime import tool_registry
 from tests.api.conftest import ARITHMETIC, RUN_KEYS, RUNS, create_run, run_count
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,8 @@ from django.db import close_old_connections, transaction
 from django.test import override_settings
 from hypothesis import HealthCheck, settings
 
-from agents.api import events, views
+from agents.api import events
+from agents.api.views import runs as views
 from agents.models import Agent, Thread
 from reactsite.wsgi import application
 from tests.conftest import make_user

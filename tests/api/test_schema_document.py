@@ -9,8 +9,8 @@ import sys
 import pytest
 from rest_framework.test import APIClient
 
-from agents import runtime
 from agents.api.schema import NON_BLANK, WHITESPACE
+from agents.runs import runtime
 from tests.api.conftest import SCHEMA
 
 pytestmark = pytest.mark.django_db

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents import services
 from agents.engine import schemas
 from agents.engine.dispatch import value_error
 from agents.models import Agent, Run
+from agents.runs import drive, submit
 from tests.api.conftest import create_run
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +90,7 @@ def test_a_stored_agent_whose_schema_refers_outside_is_400_when_used(api, served
 
 
 def test_the_console_refuses_an_agent_whose_schema_refers_outside(served):
-    from agents.admin_agents import AgentForm
+    from agents.admin.agents import AgentForm
 
     form = AgentForm(data={"name": "leaky", "protocol": "tools", "output_schema": f'{{"$ref": "{served.url}/a.json"}}'})
     assert not form.is_valid()
@@ -101,11 +101,11 @@ def test_the_console_refuses_an_agent_whose_schema_refers_outside(served):
 def test_a_run_stored_with_a_remote_reference_checks_its_answer_without_fetching(alice, served):
     """A run created before the check (here: past the API) validates its final answer with no retrieval at all: the
     answer is refused as unchecked, the model is told so, and the served document never shows up in the trace."""
-    options = services.RunOptions(
+    options = submit.RunOptions(
         input="What is 12*7, plus 1?", mode="background", output_schema={"$ref": f"{served.url}/a.json"}
     )
-    run = services.start_run(owner=alice, options=options)
-    services.execute(run_id=run.pk)
+    run = submit.start_run(owner=alice, options=options)
+    drive.execute(run_id=run.pk)
     run.refresh_from_db()
     assert served.requests == []
     assert run.stop_reason == "max_turns"
@@ -123,8 +123,8 @@ def test_validators_never_retrieve_a_reference(served):
 def test_an_mcp_tool_whose_schema_refers_outside_is_left_out(served):
     import mcp.types as types
 
-    from agents.tools.mcp_config import Limits, ServerConfig
-    from agents.tools.mcp_servers import make_tool
+    from agents.tools.mcp.config import Limits, ServerConfig
+    from agents.tools.mcp.servers import make_tool
 
     config = ServerConfig(name="srv", command="x")
     remote = {"type": "object", "properties": {"p": {"$ref": f"{served.url}/a.json"}}}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents import services
 from agents.models import IdempotencyKey, Run, Step
+from agents.runs import store
 from tests.api.conftest import ARITHMETIC, RUNS, create_run, run_count, run_url
 
 pytestmark = pytest.mark.django_db
@@ -122,11 +122,11 @@ def test_the_usage_trigger_outlives_the_index_migration():
 
 def test_a_nul_anywhere_in_a_units_values_is_replaced():
     value = {"output": "a\x00b", "data": {"k\x00": ["x", ("y\x00",)], "n": 1}}
-    assert services._storable(value) == {"output": "a\ufffdb", "data": {"k\ufffd": ["x", ["y\ufffd"]], "n": 1}}
+    assert store._storable(value) == {"output": "a\ufffdb", "data": {"k\ufffd": ["x", ["y\ufffd"]], "n": 1}}
 
 
 def test_values_without_a_nul_are_stored_as_they_are():
     value = {"output": "85", "data": {"arguments": {"expression": "12*7"}, "turns": [1, 2]}}
-    assert services._storable(value) is value  # not walked: nothing to replace
+    assert store._storable(value) is value  # not walked: nothing to replace
     spelt = {"output": "\\x00 is four characters"}  # its repr looks like a NUL's: walked, and kept
-    assert services._storable(spelt) == {"output": "\\x00 is four characters"}
+    assert store._storable(spelt) == {"output": "\\x00 is four characters"}

@@ -9,8 +9,8 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents import persist
 from agents.models import Run, Step, Thread
+from agents.runs import persist
 from tests.api.conftest import ARITHMETIC, RUNS, create_run, make_runs, run_count, run_url, spread_created_at
 from tests.conftest import client_for, make_user, stored_run_fields
 

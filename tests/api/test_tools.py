@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.runtime import tool_registry
+from agents.runs.runtime import tool_registry
 from tests.api.conftest import TOOLS
 from tests.conftest import client_for, make_user
 

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from agents import webhooks
 from agents.models import Webhook, WebhookDelivery
+from agents.notifications import webhooks
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import socket
 import pytest
 from django.test import Client
 
-from agents import webhooks
 from agents.models import Webhook, WebhookAttempt, WebhookDelivery
+from agents.notifications import webhooks
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db

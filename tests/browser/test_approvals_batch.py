@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from agents import quotas
+from agents.limits import quotas
 from agents.models import DailyUsage, Step
 from tests.browser.conftest import login
 from tests.conftest import make_user

@@ -384,18 +384,18 @@ def manage_cmd() -> list[str]:
 
 def test_a_run_cancelled_between_units_ends_cleanly(admin, monkeypatch):
     """Someone cancels the run (admin, API) between two of the CLI's units: no traceback, exit 1, cancelled."""
-    from agents import services
+    from agents.runs import drive
 
-    real_execute = services.execute
+    real_execute = drive.execute
     calls = []
 
     def cancel_then_execute(*, run_id, units=None):
         calls.append(run_id)
         if len(calls) == 2:
-            services.cancel_run(run_id=run_id)
+            drive.cancel_run(run_id=run_id)
         return real_execute(run_id=run_id, units=units)
 
-    monkeypatch.setattr(services, "execute", cancel_then_execute)
+    monkeypatch.setattr(drive, "execute", cancel_then_execute)
     code, out, err = agent(QUESTION)
 
     assert code == 1

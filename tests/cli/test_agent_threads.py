@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agents import services
 from agents.models import Run, Thread
+from agents.runs import drive, submit
 from tests.integration._support import clean_env, manage, quick_user
 
 QUESTION = "What is 12*7, plus 1?"
@@ -139,7 +139,7 @@ def test_the_thread_of_a_run_that_did_not_finish_can_still_be_continued(admin):
 
 def test_another_users_thread_is_refused(admin):
     olga = quick_user("olga")
-    thread = services.create_thread(owner=olga, title="olga's")
+    thread = submit.create_thread(owner=olga, title="olga's")
     agent(QUESTION, "--user", "olga", "--thread", str(thread.pk))
     runs = Run.objects.count()
 
@@ -180,7 +180,7 @@ def test_a_busy_thread_is_refused_until_its_run_is_done(admin, no_tty):
 
     assert f"Thread {thread_id}: " in message and "awaiting_approval" in message
     assert Run.objects.count() == 1  # nothing stored
-    services.cancel_run(run_id=waiting.pk)
+    drive.cancel_run(run_id=waiting.pk)
 
     agent(ADD, "--thread", thread_id)
 
@@ -190,9 +190,9 @@ def test_a_busy_thread_is_refused_until_its_run_is_done(admin, no_tty):
 
 
 def test_a_thread_whose_run_is_still_running_is_refused(admin):
-    thread = services.create_thread(owner=admin)
-    options = services.RunOptions(input=QUESTION, mode="step", thread_id=thread.pk)
-    services.start_run(owner=admin, options=options)  # stored running, never advanced
+    thread = submit.create_thread(owner=admin)
+    options = submit.RunOptions(input=QUESTION, mode="step", thread_id=thread.pk)
+    submit.start_run(owner=admin, options=options)  # stored running, never advanced
 
     message = refused(DIVIDE, "--thread", str(thread.pk))
 
@@ -201,7 +201,7 @@ def test_a_thread_whose_run_is_still_running_is_refused(admin):
 
 
 def test_thread_and_new_thread_together_are_refused(admin):
-    thread = services.create_thread(owner=admin)
+    thread = submit.create_thread(owner=admin)
 
     with pytest.raises(CommandError) as excinfo:  # argparse's own refusal (exit code 2 from a shell, below)
         agent(QUESTION, "--thread", str(thread.pk), "--new-thread")
@@ -213,7 +213,7 @@ def test_thread_and_new_thread_together_are_refused(admin):
 
 def test_thread_and_new_thread_as_options_are_refused(admin):
     """call_command(thread=…, new_thread=True) gets past argparse's group: the command refuses the pair itself."""
-    thread = services.create_thread(owner=admin)
+    thread = submit.create_thread(owner=admin)
 
     message = refused(QUESTION, thread=str(thread.pk), new_thread=True)
 

@@ -79,10 +79,10 @@ def tool_step(run, *, name="calculator", arguments=None, output="", is_error=Fal
 
 def start_and_pause(owner, goal: str = "search django", mode: str = "step"):
     """A real demo run driven until it pauses before the sensitive `search` call."""
-    from agents import services
+    from agents.runs import drive, submit
 
-    run = services.start_run(owner=owner, options=services.RunOptions(input=goal, mode=mode))
-    run = services.execute(run_id=run.pk)
+    run = submit.start_run(owner=owner, options=submit.RunOptions(input=goal, mode=mode))
+    run = drive.execute(run_id=run.pk)
     assert run.status == "awaiting_approval", run.status
     return run
 
@@ -97,14 +97,14 @@ THREE_CALLS = [
 def pause_three(owner, llm, mode: str = "step", calls=THREE_CALLS):
     """A real openai-provider run (answered by the local stub) whose first reply asks for three calls that all wait
     for a decision (calculator made sensitive for this run); the model's next reply is "done"."""
-    from agents import services
+    from agents.runs import drive, submit
     from tests.providers import stub_llm
 
     llm.add("POST", stub_llm.OPENAI_PATH, json=stub_llm.openai_tool_calls(calls))
     llm.add("POST", stub_llm.OPENAI_PATH, json=stub_llm.openai_text("done"))
-    options = services.RunOptions(input="look both up", mode=mode, provider="openai", sensitive_tools=("calculator",))
-    run = services.start_run(owner=owner, options=options)
-    run = services.execute(run_id=run.pk)
+    options = submit.RunOptions(input="look both up", mode=mode, provider="openai", sensitive_tools=("calculator",))
+    run = submit.start_run(owner=owner, options=options)
+    run = drive.execute(run_id=run.pk)
     assert run.status == "awaiting_approval", run.status
     return run
 

@@ -11,8 +11,8 @@ import pytest
 from django.contrib.messages import get_messages
 from django.utils import timezone
 
-from agents import services
 from agents.models import Run, Step
+from agents.runs import review
 from tests.console.conftest import (
     DDG_ANSWER,
     PENDING,
@@ -235,13 +235,13 @@ def test_bad_edited_arguments_record_nothing(reviewer, alice, ddg, raw, message)
 
 def test_decision_goes_through_the_services(reviewer, alice, ddg, monkeypatch):
     calls = []
-    original = services.decide_approval
+    original = review.decide_approval
 
     def spy(**kwargs):
         calls.append(kwargs)
         return original(**kwargs)
 
-    monkeypatch.setattr(services, "decide_approval", spy)
+    monkeypatch.setattr(review, "decide_approval", spy)
     run = start_and_pause(alice)
     logged_in(reviewer).post(decide_url(run), {"decision": "approve", "reason": "ok"})
     assert len(calls) == 1

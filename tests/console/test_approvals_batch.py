@@ -16,8 +16,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents import services
 from agents.models import Run, Step
+from agents.runs import review
 from tests.conftest import make_user
 from tests.console.conftest import (
     PENDING,
@@ -198,13 +198,13 @@ def test_run_page_shows_every_waiting_call_with_its_own_controls(reviewer, alice
 
 def test_three_calls_decided_together_in_one_batch(reviewer, alice, llm, monkeypatch):
     calls = []
-    original = services.decide_approval
+    original = review.decide_approval
 
     def spy(**kwargs):
         calls.append(kwargs)
         return original(**kwargs)
 
-    monkeypatch.setattr(services, "decide_approval", spy)
+    monkeypatch.setattr(review, "decide_approval", spy)
     run = pause_three(alice, llm)
     client = logged_in(reviewer)
     form = {
@@ -248,8 +248,8 @@ def test_calls_decided_one_by_one(reviewer, alice, llm, monkeypatch):
     run = pause_three(alice, llm)
     client = logged_in(reviewer)
     spied = []
-    original = services.decide_approval
-    monkeypatch.setattr(services, "decide_approval", lambda **kw: spied.append(kw) or original(**kw))
+    original = review.decide_approval
+    monkeypatch.setattr(review, "decide_approval", lambda **kw: spied.append(kw) or original(**kw))
 
     # The last call first: the page posts every call's id, only the named one is decided.
     response = client.post(
@@ -336,7 +336,7 @@ def test_an_expired_approval_shows_the_error_and_the_system_denies_it(reviewer, 
     assert approvals(run) == []
     assert searched(llm) == []
 
-    assert services.sweep_expired_approvals() == 1
+    assert review.sweep_expired_approvals() == 1
     assert approvals(run) == [(c, False, None, "expired") for c in ("c1", "c2", "c3")]
     html = client.get(run_page(run)).content.decode()
     assert html.count("by the system — expired") == 3
@@ -346,7 +346,7 @@ def test_an_expired_approval_shows_the_error_and_the_system_denies_it(reviewer, 
 def test_expired_filter_finds_exactly_the_runs_with_expired_approvals(superuser, alice, llm):
     swept = pause_three(alice, llm)
     paused_at(swept, timedelta(seconds=swept.approval_ttl_s + 1))
-    services.sweep_expired_approvals()
+    review.sweep_expired_approvals()
 
     def with_approval(**data):
         run = stored_run(alice)

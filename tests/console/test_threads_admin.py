@@ -161,12 +161,12 @@ def test_page_lists_the_runs_oldest_first_with_links(superuser, alice):
 
 def test_page_of_a_real_conversation(superuser, alice):
     """Three demo runs continuing one thread, through the services: the page reads as the conversation."""
-    from agents import services
+    from agents.runs import drive, submit
 
-    thread = services.create_thread(owner=alice)
+    thread = submit.create_thread(owner=alice)
     for goal in (ARITHMETIC, "now divide that by 5", "and add 2"):
-        run = services.start_run(owner=alice, options=services.RunOptions(input=goal, thread_id=thread.pk))
-        assert services.execute(run_id=run.pk).status == "done"
+        run = submit.start_run(owner=alice, options=submit.RunOptions(input=goal, thread_id=thread.pk))
+        assert drive.execute(run_id=run.pk).status == "done"
     html = logged_in(superuser).get(thread_page(thread)).content.decode()
     outputs = re.findall(r'<pre class="run-output">(.*?)</pre>', html, re.S)
     assert outputs == ["85", "17", "19"]
@@ -339,17 +339,17 @@ def traced_thread(owner, title: str) -> Thread:
 
 @pytest.fixture
 def deletions(monkeypatch):
-    """The threads the admin deleted through agents.services.delete_thread (which still does the deleting)."""
-    from agents import services
+    """The threads the admin deleted through agents.runs.submit.delete_thread (which still does the deleting)."""
+    from agents.runs import submit
 
     deleted: list = []
-    real = services.delete_thread
+    real = submit.delete_thread
 
     def recording(*, thread):
         deleted.append(thread.pk)
         real(thread=thread)
 
-    monkeypatch.setattr(services, "delete_thread", recording)
+    monkeypatch.setattr(submit, "delete_thread", recording)
     return deleted
 
 

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents import quotas
+from agents.limits import quotas
 from agents.models import DailyUsage, TokenQuota
 from tests.conftest import make_user
 from tests.console.conftest import logged_in

@@ -20,7 +20,7 @@ FORBIDDEN = (
     "openai",
     "anthropic",
     "agents.models",
-    "agents.services",
+    "agents.runs",
     "agents.api",
     "agents.providers",
     "agents.tools",

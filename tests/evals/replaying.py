@@ -11,9 +11,9 @@ from django.contrib.messages.storage.cookie import CookieStorage
 from django.core.management import call_command
 from django.test import RequestFactory
 
-from agents import services
 from agents.evals.actions import make_eval_case
 from agents.models import EvalRun, Run
+from agents.runs import submit
 
 ARITHMETIC = "What is 12*7, plus 1?"
 DDG_ANSWER = {"Heading": "Python", "AbstractText": "Python is a programming language."}
@@ -22,7 +22,7 @@ SEARCH_ANSWER = "Python: Python is a programming language."
 
 def demo_run(owner, goal: str = ARITHMETIC, **options) -> Run:
     """A real run on the demo model, through the same service as the API."""
-    return services.submit_run(owner=owner, options=services.RunOptions(input=goal, provider="demo", **options))
+    return submit.submit_run(owner=owner, options=submit.RunOptions(input=goal, provider="demo", **options))
 
 
 def export(*args: str) -> tuple[str, str]:

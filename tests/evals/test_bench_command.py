@@ -139,8 +139,9 @@ def test_http_through_gunicorn(monkeypatch):
     # PostgreSQL's share of a few runs can stay under one 10 ms clock tick; everything else is well above zero.
     assert {f: r["value"] for f, r in rows.items() if r["value"] <= 0 and "PostgreSQL" not in f} == {}
     assert all(rows[f"HTTP server peak RSS @ c={c}"]["value"] > 20 for c in (1, 8))  # master + 2 Django workers
-    # the worker class gunicorn reported: the default, gunicorn's gevent worker as reactsite/gunicorn_worker.py has it
-    assert "gunicorn (reactsite.gunicorn_worker.GeventWorker)" in rows["HTTP runs/s @ c=1"]["work"]
+    # the worker class gunicorn reported: the default, gunicorn's gevent worker as reactsite/serving/gunicorn_worker.py
+    # has it
+    assert "gunicorn (reactsite.serving.gunicorn_worker.GeventWorker)" in rows["HTTP runs/s @ c=1"]["work"]
     assert not get_user_model().objects.filter(username__startswith="bench-").exists()
 
 

@@ -276,7 +276,7 @@ def test_bad_bodies_are_400(staff_api, body, field):
 
 
 def test_a_case_naming_an_unknown_tool_is_400_before_anything_is_stored(staff_api, monkeypatch):
-    from agents import runtime
+    from agents.runs import runtime
 
     registry = runtime.tool_registry()
 

@@ -10,11 +10,11 @@ from django.contrib import admin
 from django.core.management.base import CommandError
 from django.test import Client
 
-from agents import services
 from agents.evals import export as exporting
 from agents.evals.actions import make_eval_case
 from agents.evals.cases import load_cases
 from agents.models import Run
+from agents.runs import review, submit
 from tests.conftest import make_user
 from tests.evals.conftest import stored_run
 from tests.evals.replaying import ARITHMETIC, SEARCH_ANSWER, demo_run, export, run_action, script_search
@@ -125,7 +125,7 @@ def test_named_runs_that_do_not_match_the_filters_are_left_out_with_a_message(al
 
 
 def test_what_a_case_does_not_carry_over_is_said(alice, tmp_path):
-    thread = services.create_thread(owner=alice)
+    thread = submit.create_thread(owner=alice)
     demo_run(alice, thread_id=thread.pk)
     later = demo_run(alice, "What is 2^10, minus 24?", thread_id=thread.pk)
 
@@ -191,7 +191,7 @@ def test_a_multi_line_output_reads_as_a_block(alice, reviewer, stub, settings, t
     settings.TAVILY_API_KEY, settings.DUCKDUCKGO_URL = "", stub.url + "/"
     stub.add("GET", "/", json={"Heading": "Python", "AbstractText": "A language.", "AbstractURL": "https://py.test/"})
     run = demo_run(alice, "search for python")
-    services.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
+    review.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
 
     out, _ = export("--run", str(run.pk), "--user", "alice")
 
@@ -264,7 +264,7 @@ def test_memory_is_exported_by_its_owner_only(alice, reviewer, tmp_path):
 def test_an_approved_search_is_a_fixture(alice, reviewer, search_stub, tmp_path):
     run = demo_run(alice, "search for python")
     assert run.status == "awaiting_approval"
-    run = services.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
+    run = review.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
     assert run.output == SEARCH_ANSWER
 
     [case] = loaded(tmp_path, export("--run", str(run.pk), "--user", "alice")[0])
@@ -276,9 +276,9 @@ def test_an_approved_search_is_a_fixture(alice, reviewer, search_stub, tmp_path)
 
 def test_edited_and_denied_calls_are_recorded_as_such(alice, reviewer, search_stub, tmp_path):
     edited = demo_run(alice, "search for python")
-    services.decide_approval(run_id=edited.pk, actor=reviewer, approved=True, arguments={"query": "python language"})
+    review.decide_approval(run_id=edited.pk, actor=reviewer, approved=True, arguments={"query": "python language"})
     denied = demo_run(alice, "search for snakes")
-    services.decide_approval(run_id=denied.pk, actor=reviewer, approved=False, reason="not today")
+    review.decide_approval(run_id=denied.pk, actor=reviewer, approved=False, reason="not today")
 
     first, second = loaded(tmp_path, export("--run", str(edited.pk), str(denied.pk), "--user", "alice")[0])
 

@@ -11,13 +11,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from agents import services
 from agents.engine.dispatch import run_tool
 from agents.evals.cases import CaseError, load_cases
 from agents.evals.fixtures import Fixture, FixtureBook, canonical
 from agents.evals.replay import replay_toolset
 from agents.models import Run
-from agents.runtime import tool_registry
+from agents.runs import review
+from agents.runs.runtime import tool_registry
 from tests.conftest import make_user
 from tests.evals.replaying import ARITHMETIC, SEARCH_ANSWER, demo_run, export_to, replay, run_action, script_search
 
@@ -242,7 +242,7 @@ def test_replay_needs_cases_with_fixtures():
 
 def test_an_approved_search_replays_without_network(alice, reviewer, search_stub, tmp_path, monkeypatch):
     run = demo_run(alice, "search for python")
-    services.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
+    review.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
     path = exported(tmp_path, run)
     asked = len(search_stub.requests)
     assert asked == 1
@@ -264,13 +264,13 @@ def test_the_network_guard_catches_a_real_search(alice, reviewer, search_stub, m
     """The guard of the test above works: a real search goes through requests and is refused."""
     no_network = refuse_network(monkeypatch)
     run = demo_run(alice, "search for python")
-    run = services.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
+    run = review.decide_approval(run_id=run.pk, actor=reviewer, approved=True)
     assert no_network == [search_stub.url + "/"] and run.output == f"Tool 'search' failed: network: GET {no_network[0]}"
 
 
 def test_an_edited_search_replays_with_the_reviewers_arguments(alice, reviewer, search_stub, tmp_path, monkeypatch):
     run = demo_run(alice, "search for python")
-    services.decide_approval(run_id=run.pk, actor=reviewer, approved=True, arguments={"query": "python language"})
+    review.decide_approval(run_id=run.pk, actor=reviewer, approved=True, arguments={"query": "python language"})
     no_network = refuse_network(monkeypatch)
 
     eval_run, _ = replay(exported(tmp_path, run))
@@ -287,7 +287,7 @@ def test_an_edited_search_replays_with_the_reviewers_arguments(alice, reviewer, 
 
 def test_a_denied_search_replays_as_denied(alice, reviewer, search_stub, tmp_path, monkeypatch):
     run = demo_run(alice, "search for python")
-    run = services.decide_approval(run_id=run.pk, actor=reviewer, approved=False, reason="not today")
+    run = review.decide_approval(run_id=run.pk, actor=reviewer, approved=False, reason="not today")
     asked = len(search_stub.requests)
     no_network = refuse_network(monkeypatch)
 

@@ -1,4 +1,4 @@
-"""Taking a run's lease (agents/persist.py `claim`, `claim_queued`): one conditional UPDATE that returns the run as
+"""Taking a run's lease (agents/runs/persist.py `claim`, `claim_queued`): one conditional UPDATE that returns the run as
 taken, so the worker does not read it again; the run it returns is the one the ORM would read."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents import persist
 from agents.models import Run, TokenQuota, Webhook
+from agents.runs import persist
 from tests.conftest import make_user, stored_run_fields
 
 pytestmark = pytest.mark.django_db

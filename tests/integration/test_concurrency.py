@@ -17,8 +17,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents import leases, rows, services
+from agents import errors
 from agents.models import IdempotencyKey, Run, RunStatus, Step
+from agents.runs import drive, leases, review, rows, store, submit
 from tests.integration._support import (
     app_env,
     in_threads,
@@ -73,7 +74,7 @@ class Gate:
 
 def start(owner, **options) -> Run:
     """A stored run (nothing executed yet)."""
-    return services.start_run(owner=owner, options=services.RunOptions(input=QUESTION, **options))
+    return submit.start_run(owner=owner, options=submit.RunOptions(input=QUESTION, **options))
 
 
 def step_indexes(run) -> list[int]:
@@ -109,10 +110,10 @@ def test_two_advances_at_once_one_wins_the_other_is_busy(user, openai_stub):
     run = start(user, provider="openai", mode="step")
     gate = Gate(openai_stub, CALL_12x7)
 
-    results = race(2, lambda i: services.execute(run_id=run.pk, units=1), gate)
+    results = race(2, lambda i: drive.execute(run_id=run.pk, units=1), gate)
 
     wins = [r for r in results if isinstance(r, Run)]
-    busy = [r for r in results if isinstance(r, services.RunBusy)]
+    busy = [r for r in results if isinstance(r, errors.RunBusy)]
     assert (len(wins), len(busy)) == (1, 1), results
     assert openai_stub.count("POST", OPENAI_PATH) == 1
     run.refresh_from_db()
@@ -143,15 +144,15 @@ def test_twenty_advances_through_the_api_one_200_the_rest_409(user, openai_stub)
 
 def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
     run = start(user, mode="step")
-    services.execute(run_id=run.pk, units=1)  # steps 0 (model) and 1 (tool) are committed
-    _, dead = services._claim(run.pk, [RunStatus.RUNNING])  # a worker takes the lease, then dies holding it
+    drive.execute(run_id=run.pk, units=1)  # steps 0 (model) and 1 (tool) are committed
+    _, dead = drive._claim(run.pk, [RunStatus.RUNNING])  # a worker takes the lease, then dies holding it
 
-    with pytest.raises(services.RunBusy):
-        services.execute(run_id=run.pk)
+    with pytest.raises(errors.RunBusy):
+        drive.execute(run_id=run.pk)
     assert step_indexes(run) == [0, 1]
 
     Run.objects.filter(pk=run.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
-    run = services.execute(run_id=run.pk)
+    run = drive.execute(run_id=run.pk)
 
     assert (run.status, run.stop_reason, run.output, run.turns) == ("done", "final_answer", "85", 3)
     assert step_indexes(run) == [0, 1, 2, 3, 4]
@@ -161,8 +162,8 @@ def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
     state = rows.state_from_rows(run, run.steps.order_by("index"))
     late = [{"index": 5, "kind": "error", "latency_ms": 0, "message": "late"}]
     try:
-        with pytest.raises(services.RunBusy):
-            services._commit(services.Held(run, dead, state), state, late, release=True)
+        with pytest.raises(errors.RunBusy):
+            store.commit_unit(store.Held(run, dead, state), state, late, release=True)
     finally:
         leases.drop(dead)  # the dead worker's hold, made up by this test, ends with it
     assert step_indexes(run) == [0, 1, 2, 3, 4]
@@ -170,10 +171,10 @@ def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
 
 def test_a_run_continues_in_a_fresh_process(user):
     run = start(user, mode="step")
-    services.execute(run_id=run.pk, units=1)
+    drive.execute(run_id=run.pk, units=1)
 
     proc = run_py(
-        f"from agents import services\nrun = services.execute(run_id={str(run.pk)!r})\nprint(run.status, run.output)",
+        f"from agents.runs import drive\nrun = drive.execute(run_id={str(run.pk)!r})\nprint(run.status, run.output)",
         env=app_env(),
     )
 
@@ -193,7 +194,7 @@ def test_a_run_continues_in_a_fresh_process(user):
 def test_no_transaction_or_row_lock_is_held_during_the_model_call(user, openai_stub):
     run = start(user, provider="openai", mode="step")
     gate = Gate(openai_stub, CALL_12x7)
-    worker = ThreadResult(lambda: services.execute(run_id=run.pk, units=1))
+    worker = ThreadResult(lambda: drive.execute(run_id=run.pk, units=1))
     gate.wait_entered()
     try:
         # The worker is inside the model call now. Its lease is committed (visible to this connection) ...
@@ -231,10 +232,10 @@ def test_cancel_while_a_worker_is_in_the_model_call(user, openai_stub):
     run = start(user, provider="openai", mode="sync")
     gate = Gate(openai_stub, CALL_12x7)
     openai_stub.add("POST", OPENAI_PATH, json=openai_text("85"))  # never asked for: the worker stops first
-    worker = ThreadResult(lambda: services.execute(run_id=run.pk))
+    worker = ThreadResult(lambda: drive.execute(run_id=run.pk))
     gate.wait_entered()
     try:
-        cancelled = services.cancel_run(run_id=run.pk)
+        cancelled = drive.cancel_run(run_id=run.pk)
         assert (cancelled.status, cancelled.stop_reason) == ("done", "cancelled")
     finally:
         gate.release.set()
@@ -255,12 +256,12 @@ def test_a_stream_that_sent_done_has_every_step_of_a_run_cancelled_during_a_mode
 
     openai_stub.add("POST", OPENAI_PATH, json=CALL_12x7)
     gate = Gate(openai_stub, openai_text("85"))
-    first = services.execute(run_id=start(user, provider="openai", mode="step").pk, units=1)  # one unit committed
+    first = drive.execute(run_id=start(user, provider="openai", mode="step").pk, units=1)  # one unit committed
     assert step_indexes(first) == [0, 1]
-    worker = ThreadResult(lambda: services.execute(run_id=first.pk, units=1))
+    worker = ThreadResult(lambda: drive.execute(run_id=first.pk, units=1))
     gate.wait_entered()
     try:
-        services.cancel_run(run_id=first.pk)
+        drive.cancel_run(run_id=first.pk)
         frames = list(run_events(first.pk, -1, poll_s=0.05, max_s=10))
     finally:
         gate.release.set()
@@ -281,21 +282,21 @@ def test_after_an_approval_pause_the_run_is_held_while_it_works(user, openai_stu
     settings.DUCKDUCKGO_URL = openai_stub.url + "/"
     openai_stub.add("GET", "/", json={"Heading": "X", "AbstractText": "X is a letter."})
     openai_stub.add("POST", OPENAI_PATH, json=openai_tool_calls([("call_s", "search", {"query": "x"})]))
-    run = services.execute(run_id=start(user, provider="openai", mode="sync", timeout_s=60).pk)
+    run = drive.execute(run_id=start(user, provider="openai", mode="sync", timeout_s=60).pk)
     assert run.status == "awaiting_approval"
     # The reviewer decides 10 minutes later; the run had 60 s of its budget left when it paused.
     now = timezone.now()
     Run.objects.filter(pk=run.pk).update(updated_at=now - timedelta(minutes=10), deadline=now - timedelta(minutes=9))
     gate = Gate(openai_stub, openai_text("X is a letter."))
     rita = quick_user("rita", is_superuser=True, is_staff=True)
-    worker = ThreadResult(lambda: services.decide_approval(run_id=run.pk, actor=rita, approved=True))
+    worker = ThreadResult(lambda: review.decide_approval(run_id=run.pk, actor=rita, approved=True))
     gate.wait_entered()
     try:
         held = Run.objects.get(pk=run.pk)
         assert held.deadline > timezone.now() + timedelta(seconds=45)  # the paused time was given back
         assert held.lease_owner and held.lease_expires > timezone.now()  # held while the model call lasts
-        with pytest.raises(services.RunBusy):
-            services.execute(run_id=run.pk, units=1)
+        with pytest.raises(errors.RunBusy):
+            drive.execute(run_id=run.pk, units=1)
     finally:
         gate.release.set()
     result = worker.join()
@@ -313,7 +314,7 @@ def test_a_decision_racing_the_expiry_exactly_one_is_recorded(user, settings, st
     settings.TAVILY_API_KEY = ""
     settings.DUCKDUCKGO_URL = stub.url + "/"
     stub.add("GET", "/", json={"Heading": "X", "AbstractText": "X is a letter."}, repeat=True)
-    run = services.submit_run(owner=user, options=services.RunOptions(input="search python", mode="step"))
+    run = submit.submit_run(owner=user, options=submit.RunOptions(input="search python", mode="step"))
     assert run.status == "awaiting_approval"
     expires = timezone.now() + timedelta(milliseconds=300)
     Run.objects.filter(pk=run.pk).update(approval_expires_at=expires)
@@ -324,13 +325,13 @@ def test_a_decision_racing_the_expiry_exactly_one_is_recorded(user, settings, st
 
     def decide() -> object:
         at(expires + timedelta(milliseconds=offset_ms))
-        return services.decide_approval(run_id=run.pk, actor=rita, approved=True)
+        return review.decide_approval(run_id=run.pk, actor=rita, approved=True)
 
     def sweep() -> int:
         at(expires)
         expired = 0
         for _ in range(50):  # the worker's schedule, compressed
-            expired += services.sweep_expired_approvals()
+            expired += review.sweep_expired_approvals()
             if Run.objects.get(pk=run.pk).status != "awaiting_approval":
                 break
             time.sleep(0.01)
@@ -344,7 +345,7 @@ def test_a_decision_racing_the_expiry_exactly_one_is_recorded(user, settings, st
     assert approvals[0]["reviewer"] == ("rita" if decided else None), results
     assert results[1] == (0 if decided else 1), results
     if not decided:
-        assert isinstance(results[0], services.ServiceError), results  # refused: busy or expired (409)
+        assert isinstance(results[0], errors.ServiceError), results  # refused: busy or expired (409)
     run.refresh_from_db()
     assert (run.status, run.lease_owner) != ("awaiting_approval", "")
 
@@ -449,7 +450,7 @@ def test_rate_limit_holds_under_concurrency(transactional_db, settings):
     assert set(statuses) <= {200, 429}, statuses
     accepted = statuses.count(200)
     assert all(int(retry) >= 1 for status, retry in results if status == 429)
-    # Exact on both caches: Redis INCR, or the database cache's locked incr (reactsite/cache.py).
+    # Exact on both caches: Redis INCR, or the database cache's locked incr (reactsite/serving/cache.py).
     assert accepted == 20, statuses
 
 
@@ -524,12 +525,12 @@ def keep_alive_sessions_on_two_workers(server) -> tuple[requests.Session, reques
 def test_a_lease_is_short_and_renewed_while_a_model_call_lasts(user, openai_stub, settings):
     """No run dies with its worker (issue 11): the lease is seconds, not the run's budget, and the process holding
     the run keeps pushing it forward during a long model call."""
-    from agents import leases
+    from agents.runs import recovery
 
     settings.AGENT_LEASE_S = 1.5
     gate = Gate(openai_stub, openai_text("85"))
     run = start(user, provider="openai", mode="sync", timeout_s=600)
-    worker = ThreadResult(lambda: services.execute(run_id=run.pk))
+    worker = ThreadResult(lambda: drive.execute(run_id=run.pk))
     gate.wait_entered()
     try:
         first = Run.objects.get(pk=run.pk).lease_expires
@@ -537,7 +538,7 @@ def test_a_lease_is_short_and_renewed_while_a_model_call_lasts(user, openai_stub
         time.sleep(2.5)  # longer than a lease: the keeper has renewed it meanwhile
         later = Run.objects.get(pk=run.pk)
         assert later.lease_expires > first and later.lease_expires > timezone.now()
-        assert leases.sweep_orphans() == []  # a live worker's run is nobody's orphan
+        assert recovery.sweep_orphans() == []  # a live worker's run is nobody's orphan
     finally:
         gate.release.set()
     result = worker.join()

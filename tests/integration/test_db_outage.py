@@ -28,8 +28,8 @@ from django.db import connection, connections
 from django.db.utils import InterfaceError, OperationalError
 from django_tasks_db.models import DBTaskResult
 
-from agents import services
 from agents.models import Run
+from agents.runs import review, submit
 from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, db_url, quick_user, token_key
 from tests.integration._tcp_proxy import TcpProxy
 from tests.integration.conftest import _wait_healthy, free_port
@@ -75,7 +75,7 @@ class Process:
     def worker_lines(self, text: str, level: str | None = None) -> list[dict]:
         return [
             r
-            for r in self.records("agents.worker")
+            for r in self.records("agents.background.worker")
             if text in r.get("message", "") and (level is None or r["levelname"] == level)
         ]
 
@@ -127,8 +127,8 @@ def run_worker(logs: Path, stub, *args: str, **extra: str) -> Iterator[Process]:
 
 def queue_runs(n: int, owner=None) -> list[str]:
     owner = owner or quick_user(f"outage{time.monotonic_ns()}")
-    options = services.RunOptions(input="say done", mode="background", provider="openai", tools=[], timeout_s=60)
-    return [str(services.submit_run(owner=owner, options=options).pk) for _ in range(n)]
+    options = submit.RunOptions(input="say done", mode="background", provider="openai", tools=[], timeout_s=60)
+    return [str(submit.submit_run(owner=owner, options=options).pk) for _ in range(n)]
 
 
 def wait_for(condition, timeout: float, step: float = 0.1) -> bool:
@@ -412,7 +412,7 @@ def test_the_api_answers_503_json_while_the_database_is_away_and_200_once_back(t
 
 
 def _worker(**kwargs):
-    from agents.worker import ConcurrentWorker
+    from agents.background.worker import ConcurrentWorker
 
     options = dict(
         concurrency=3, drain_s=0, queue_names=["default"], interval=0.01, batch=True, backend_name="default",
@@ -426,7 +426,7 @@ def test_the_claim_loop_rides_out_database_errors_with_backoff_and_resumes(monke
     warning and, once a claim goes through, one info line; then it claims and starts the queued task."""
     import psycopg_pool
 
-    from agents.worker import ConcurrentWorker
+    from agents.background.worker import ConcurrentWorker
 
     ids = queue_runs(1)
     worker = _worker()
@@ -443,12 +443,12 @@ def test_the_claim_loop_rides_out_database_errors_with_backoff_and_resumes(monke
     monkeypatch.setattr(ConcurrentWorker, "_sweep", lambda self: None)
     monkeypatch.setattr(ConcurrentWorker, "_nap", lambda self, s: naps.append(s), raising=False)
     monkeypatch.setattr(ConcurrentWorker, "_start", lambda self, task: started.append(task.args_kwargs["args"][0]))
-    with caplog.at_level("INFO", logger="agents.worker"):
+    with caplog.at_level("INFO", logger="agents.background.worker"):
         worker.run()
 
     assert naps == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
     assert started == ids
-    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "agents.worker"]
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "agents.background.worker"]
     outage = [line for line in lines if UNAVAILABLE in line[1] or BACK in line[1]]
     assert [level for level, _ in outage] == ["WARNING", "INFO"], lines
     assert "OperationalError during claim: connection refused" in outage[0][1]
@@ -457,8 +457,9 @@ def test_the_claim_loop_rides_out_database_errors_with_backoff_and_resumes(monke
 
 def test_the_sweeps_ride_out_database_errors_without_a_traceback_each(monkeypatch, caplog):
     """A sweep that finds the database away is retried on the backoff, logged once; the sweeps go on after."""
-    from agents import leases, services, webhooks
-    from agents.worker import ConcurrentWorker
+    from agents.background.worker import ConcurrentWorker
+    from agents.notifications import webhooks
+    from agents.runs import recovery
 
     worker = _worker(batch=False)
     calls, naps = [], []
@@ -471,23 +472,23 @@ def test_the_sweeps_ride_out_database_errors_without_a_traceback_each(monkeypatc
             worker.running = False
         return []
 
-    monkeypatch.setattr(leases, "sweep_orphans", sweep)
-    monkeypatch.setattr(services, "sweep_expired_approvals", lambda: 0)
+    monkeypatch.setattr(recovery, "sweep_orphans", sweep)
+    monkeypatch.setattr(review, "sweep_expired_approvals", lambda: 0)
     monkeypatch.setattr(webhooks, "sweep_stuck", lambda: 0)
     monkeypatch.setattr(ConcurrentWorker, "_nap", lambda self, s: naps.append(s), raising=False)
-    with caplog.at_level("INFO", logger="agents.worker"):
+    with caplog.at_level("INFO", logger="agents.background.worker"):
         worker._sweep()
 
     assert len(calls) == 5 and naps[:3] == [0.1, 0.2, 0.4]
-    records = [r for r in caplog.records if r.name == "agents.worker"]
+    records = [r for r in caplog.records if r.name == "agents.background.worker"]
     assert [(r.levelname, r.exc_info is None) for r in records] == [("WARNING", True), ("INFO", True)]
 
 
 def test_a_task_whose_run_lost_its_connection_is_marked_failed_once_the_database_answers(monkeypatch):
     """The run's body raised OperationalError and `run_task`'s own bookkeeping failed on the same dead connection:
     the worker marks the task failed on a fresh connection, so the sweep hands the run back as soon as its lease
-    ends (`leases.sweep_orphans` would wait two leases for a task left running)."""
-    from agents.worker import ConcurrentWorker
+    ends (`recovery.sweep_orphans` would wait two leases for a task left running)."""
+    from agents.background.worker import ConcurrentWorker
 
     ids = queue_runs(1)
     worker = _worker()
@@ -545,7 +546,7 @@ def test_health_answers_503_within_seconds_when_every_pooled_connection_is_busy(
     about HEALTH_DB_TIMEOUT_S, not after the pool's own 10 s, and 200 again once connections come back."""
     from rest_framework.test import APIClient
 
-    from agents.api import views
+    from agents.api.views import health as views
 
     connections.close_all()
     pool = connection.pool
@@ -568,9 +569,9 @@ def test_health_answers_503_within_seconds_when_every_pooled_connection_is_busy(
 
 
 def test_a_connection_lent_between_greenlets_is_checked_again_before_use():
-    """reactsite/green.py's idle set: a connection that waited there (for minutes, maybe: its session may be gone)
-    is health-checked before its next first query, even if it was checked just before it went idle."""
-    from reactsite import green
+    """reactsite/serving/green.py's idle set: a connection that waited there (for minutes, maybe: its session may be
+    gone) is health-checked before its next first query, even if it was checked just before it went idle."""
+    from reactsite.serving import green
 
     wrapper = connections.create_connection("default")
     wrapper.health_check_done = True  # as after a request whose error was followed by a passing check

@@ -9,9 +9,9 @@ import time
 import pytest
 from django.db import connection
 
-from agents import doorbell, services
 from agents.api.events import run_events
 from agents.models import Run
+from agents.runs import doorbell, drive, review, submit
 from tests.conftest import stored_run_fields
 from tests.integration._support import quick_user
 
@@ -70,7 +70,7 @@ def test_a_waiting_stream_wakes_on_the_commit_not_on_a_poll(bell_kind):
     run = running_run()
     reader, arrivals = stream_in_background(run.pk, -1, max_s=30)
     started = time.monotonic()
-    services.cancel_run(run_id=run.pk)
+    drive.cancel_run(run_id=run.pk)
     reader.join(10)
 
     assert not reader.is_alive()
@@ -80,11 +80,11 @@ def test_a_waiting_stream_wakes_on_the_commit_not_on_a_poll(bell_kind):
 
 def test_a_units_commit_rings_the_bell(bell_kind):
     """The ring of a unit's commit (on PostgreSQL a NOTIFY inside the commit's own statement) wakes a stream."""
-    options = services.RunOptions(input="What is 12*7, plus 1?", mode="step", provider="demo", tools=["calculator"])
-    run = services.submit_run(owner=quick_user(f"u{time.monotonic_ns()}"), options=options)  # one unit: a reply
+    options = submit.RunOptions(input="What is 12*7, plus 1?", mode="step", provider="demo", tools=["calculator"])
+    run = submit.submit_run(owner=quick_user(f"u{time.monotonic_ns()}"), options=options)  # one unit: a reply
     reader, arrivals = stream_in_background(run.pk, run.steps.count() - 1, max_s=6)
     started = time.monotonic()
-    services.advance_run(run_id=run.pk, actor=run.owner)  # the tool unit commits
+    review.advance_run(run_id=run.pk, actor=run.owner)  # the tool unit commits
     reader.join(10)
 
     steps = [at for at, frame in arrivals if "\nevent: step\n" in frame]
@@ -120,7 +120,7 @@ def test_a_waiting_stream_reads_nothing_between_rings(bell_kind, monkeypatch):
             beats = [next(stream) for _ in range(4)]
         assert beats == [": keep-alive\n\n"] * 4
         assert reads.captured_queries == []
-        services.cancel_run(run_id=run.pk)
+        drive.cancel_run(run_id=run.pk)
         started = time.monotonic()
         assert next(stream).startswith("event: run") and next(stream).startswith("event: done")
         assert time.monotonic() - started < 3  # the ring, not the safety re-read (a minute)

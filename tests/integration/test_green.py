@@ -15,7 +15,7 @@ django.setup()
 import gevent
 from django.core.signals import request_finished, request_started
 from django.db import connection, connections
-from reactsite import green
+from reactsite.serving import green
 
 raws, overlap, busy = [], [0], set()
 
@@ -79,11 +79,11 @@ def test_idle_connections_are_shared_between_greenlets_one_at_a_time(tmp_path):
 def test_without_gevent_nothing_is_installed():
     from django.core.signals import request_finished, request_started
 
-    from reactsite import green
+    from reactsite.serving import green
 
     assert not green.patched()
     for signal in (request_started, request_finished):
-        assert not any("reactsite.green" in str(key) for key, *_ in signal.receivers)
+        assert not any("reactsite.serving.green" in str(key) for key, *_ in signal.receivers)
 
 
 WAIT = """
@@ -92,8 +92,8 @@ import os, django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 from django.db import connection, connections
-from agents.services import Unheld
-from reactsite import green
+from agents.runs.drive import Unheld
+from reactsite.serving import green
 
 class Model:
     def complete(self, request):

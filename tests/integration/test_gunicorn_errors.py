@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from reactsite.gunicorn_worker import json_error
+from reactsite.serving.gunicorn_worker import json_error
 
 
 def raw(url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:

@@ -1,5 +1,6 @@
-"""The gevent worker whose responses leave in one send (reactsite/gunicorn_worker.py): the socket it hands gunicorn,
-then the real server (gunicorn.conf.py selects it): whole responses, bodiless ones, several on one connection."""
+"""The gevent worker whose responses leave in one send (reactsite/serving/gunicorn_worker.py): the socket it hands
+gunicorn, then the real server (gunicorn.conf.py selects it): whole responses, bodiless ones, several on one
+connection."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import socket
 
 import pytest
 
-from reactsite.gunicorn_worker import CoalescingSocket
+from reactsite.serving.gunicorn_worker import CoalescingSocket
 
 SIZED_HEAD = b"HTTP/1.1 200 OK\r\nServer: gunicorn\r\nContent-Length: 2\r\n\r\n"
 CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -1,5 +1,5 @@
-"""The garbage collector set for gunicorn's workers (reactsite/heap.py): a raised young threshold, and the survivors
-frozen after the 1st, 10th, 100th and 1000th request; GC_TUNING=0 leaves Python's defaults."""
+"""The garbage collector set for gunicorn's workers (reactsite/serving/heap.py): a raised young threshold, and the
+survivors frozen after the 1st, 10th, 100th and 1000th request; GC_TUNING=0 leaves Python's defaults."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from django.core.signals import request_finished
 
-from reactsite import heap
+from reactsite.serving import heap
 from tests.integration._support import ROOT
 
 
@@ -21,7 +21,7 @@ def fresh_heap(monkeypatch):
     monkeypatch.setattr(heap, "_done", 0)
     monkeypatch.setattr(heap, "_installed", False)
     yield
-    request_finished.disconnect(dispatch_uid="reactsite.heap")
+    request_finished.disconnect(dispatch_uid="reactsite.serving.heap")
     gc.unfreeze()
     gc.set_threshold(*threshold)
 
@@ -76,7 +76,7 @@ def test_gc_tuning_off_leaves_pythons_defaults(fresh_heap, settings):
     assert heap._done == 0 and gc.get_freeze_count() <= frozen
 
 
-@pytest.mark.parametrize("worker_class", ["reactsite.gunicorn_worker.GeventWorker", "gthread"])
+@pytest.mark.parametrize("worker_class", ["reactsite.serving.gunicorn_worker.GeventWorker", "gthread"])
 def test_gunicorns_post_worker_init_installs_it(fresh_heap, settings, worker_class, monkeypatch):
     settings.GC_TUNING = True
     conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))

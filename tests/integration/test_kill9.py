@@ -61,10 +61,10 @@ def env(stub) -> dict[str, str]:
 
 
 def new_run(mode: str, tools: tuple[str, ...] = ("calculator",)) -> Run:
-    from agents import services
+    from agents.runs import submit
 
-    options = services.RunOptions(input="What is 12*7, plus 1?", mode=mode, provider="openai", tools=list(tools))
-    return services.start_run(owner=quick_user(f"k{time.monotonic_ns()}"), options=options)
+    options = submit.RunOptions(input="What is 12*7, plus 1?", mode=mode, provider="openai", tools=list(tools))
+    return submit.start_run(owner=quick_user(f"k{time.monotonic_ns()}"), options=options)
 
 
 def wait_done(run_id, limit_s: float) -> Run:
@@ -161,9 +161,9 @@ import django, os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 from django.contrib.auth.models import User
-from agents import services
-services.execute(run_id=sys.argv[1])  # pauses before the sensitive search
-services.decide_approval(run_id=sys.argv[1], actor=User.objects.get(username=sys.argv[2]), approved=True)
+from agents.runs import drive, review
+drive.execute(run_id=sys.argv[1])  # pauses before the sensitive search
+review.decide_approval(run_id=sys.argv[1], actor=User.objects.get(username=sys.argv[2]), approved=True)
 """
 
 
@@ -205,8 +205,8 @@ TAG = re.compile(r"#(\d+)")
 JSON = {"Content-Type": "application/json"}
 CALC_KINDS = ["model", "tool", "model", "tool", "model"]
 
-# One driver per run. A sync run is driven as the web request would (services.execute); a background run as its
-# task's body (services.run_background) or, with `task`, as a django-tasks-db worker does: it claims the run's task
+# One driver per run. A sync run is driven as the web request would (drive.execute); a background run as its
+# task's body (drive.run_background) or, with `task`, as a django-tasks-db worker does: it claims the run's task
 # row, then runs it. A run that pauses for approval is then approved by the same process, which runs the approved
 # tool (as the API's decision request does). With a stop count, the driver sleeps right after that many commits of
 # its own, once it printed `paused after commit k`.
@@ -216,12 +216,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 logging.getLogger("django.tasks").setLevel(logging.WARNING)
 from django.contrib.auth.models import User
-from agents import services
 from agents.models import Run
+from agents.runs import drive, review, store
 
 run_id, mode, reviewer, stop_after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if stop_after:
-    commit, commits = services._commit, []
+    commit, commits = store.commit_unit, []
 
     def counted(*args, **kwargs):
         commit(*args, **kwargs)
@@ -230,7 +230,7 @@ if stop_after:
             print(f"paused after commit {stop_after}", flush=True)
             time.sleep(600)  # killed here, before the next unit (or the reply's tool call) starts
 
-    services._commit = counted
+    store.commit_unit = counted
 if mode == "task":
     from django_tasks_db.management.commands.db_worker import Worker
     from django_tasks_db.models import DBTaskResult
@@ -243,11 +243,11 @@ if mode == "task":
     task.claim(worker.worker_id)
     worker.run_task(task)
 elif mode == "background":
-    services.run_background(run_id=run_id)
+    drive.run_background(run_id=run_id)
 else:
-    services.execute(run_id=run_id)
+    drive.execute(run_id=run_id)
 if Run.objects.get(pk=run_id).status == "awaiting_approval":
-    services.decide_approval(run_id=run_id, actor=User.objects.get(username=reviewer), approved=True)
+    review.decide_approval(run_id=run_id, actor=User.objects.get(username=reviewer), approved=True)
 print("driver finished", Run.objects.get(pk=run_id).status, flush=True)
 """
 
@@ -368,7 +368,7 @@ def describe(run_ids: list[str]) -> str:
 def kill_them_all(stub, case: str, kills: int, modes: tuple[str, ...], takeover_s: float) -> tuple[list[Plan], Stubs]:
     """Start one driver per run, all at once; kill -9 each at its kill point; then two fresh `run_worker`s (short
     leases: the orphan sweep hands the runs to the queue once their leases run out) must finish every run."""
-    from agents import services
+    from agents.runs import submit
 
     runs = plans(case, kills, modes)
     stubs = Stubs(stub, runs)
@@ -377,13 +377,13 @@ def kill_them_all(stub, case: str, kills: int, modes: tuple[str, ...], takeover_
     tools = ["search", "calculator"] if case == "tool-call" else ["calculator"]
     for p in runs:
         mode = "background" if p.mode == "task" else p.mode
-        options = services.RunOptions(
+        options = submit.RunOptions(
             input=f"What is 12*7, plus 1? #{p.tag}", mode=mode, provider="openai", tools=tools, timeout_s=300
         )
         if p.mode == "task":
-            p.run_id = str(services.submit_run(owner=owner, options=options).pk)  # queued, with its task
+            p.run_id = str(submit.submit_run(owner=owner, options=options).pk)  # queued, with its task
         else:
-            p.run_id = str(services.start_run(owner=owner, options=options).pk)
+            p.run_id = str(submit.start_run(owner=owner, options=options).pk)
     environ = env(stub) | {"DUCKDUCKGO_URL": stub.url + "/", "TAVILY_API_KEY": ""}
     drivers: dict[int, Popen] = {}
     workers: list[Popen] = []
@@ -451,6 +451,6 @@ def test_kill_9_twenty_times_and_every_run_still_finishes(settings, stub, case):
     from django_tasks_db.models import DBTaskResult
 
     assert not DBTaskResult.objects.filter(status="RUNNING").exists()  # no task is left to a dead worker
-    lost = DBTaskResult.objects.filter(status="FAILED", exception_class_path="agents.leases.WorkerLost").count()
+    lost = DBTaskResult.objects.filter(status="FAILED", exception_class_path="agents.runs.leases.WorkerLost").count()
     # the drivers killed inside their task (in the tool-call case the task ended at the approval, before the kill)
     assert lost == (0 if case == "tool-call" else sum(1 for p in runs if p.mode == "task"))

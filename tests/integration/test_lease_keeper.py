@@ -11,8 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from agents import leases
 from agents.models import Run
+from agents.runs import leases, recovery
 from tests.conftest import make_user, stored_run_fields
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +61,7 @@ def test_a_shutdown_hands_back_by_primary_key_only_what_this_process_holds():
     leases.hold("t2", taken.pk)  # its lease was taken over by another worker meanwhile
 
     with CaptureQueriesContext(connection) as queries:
-        handed = leases.hand_back_all()
+        handed = recovery.hand_back_all()
 
     assert handed == [str(ours.pk)] and leases.held() == []
     assert (Run.objects.get(pk=ours.pk).lease_owner, Run.objects.get(pk=taken.pk).lease_owner) == ("", "other")

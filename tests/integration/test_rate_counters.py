@@ -1,7 +1,8 @@
-"""agents.ratelimit: django-ratelimit's protocol over the shared cache, exact across connections, with bounded state.
+"""agents.limits.ratelimit: django-ratelimit's protocol over the shared cache, exact across connections, with bounded
+state.
 
-The database cache (reactsite.cache.AtomicDatabaseCache) runs on this run's database (SQLite or PostgreSQL) even when
-REDIS_URL is set (the test points CACHES at it); Django's Redis cache runs when this run has a REDIS_URL.
+The database cache (reactsite.serving.cache.AtomicDatabaseCache) runs on this run's database (SQLite or PostgreSQL)
+even when REDIS_URL is set (the test points CACHES at it); Django's Redis cache runs when this run has a REDIS_URL.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents import ratelimit
+from agents.limits import ratelimit
 from tests.api.conftest import create_run
 from tests.integration._support import in_threads, window_left
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 needs_redis = pytest.mark.skipif(not REDIS_URL, reason="this run has no REDIS_URL")
-DATABASE_CACHE = {"BACKEND": "reactsite.cache.AtomicDatabaseCache", "LOCATION": "reactsite_cache"}
+DATABASE_CACHE = {"BACKEND": "reactsite.serving.cache.AtomicDatabaseCache", "LOCATION": "reactsite_cache"}
 REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
 TABLE = DATABASE_CACHE["LOCATION"]
 
@@ -63,7 +64,7 @@ def group() -> str:
 
 @pytest.fixture
 def clock(monkeypatch) -> SimpleNamespace:
-    """The clock django-ratelimit (and agents.ratelimit) read, time.time, stopped at `clock.now` until moved."""
+    """The clock django-ratelimit (and agents.limits.ratelimit) read, time.time, stopped at `clock.now` until moved."""
     stopped = SimpleNamespace(now=time.time())
     monkeypatch.setattr(time, "time", lambda: stopped.now)
     return stopped

@@ -135,7 +135,7 @@ def test_production_uses_a_shared_cache(loaded, case):
     expected = (
         "django.core.cache.backends.redis.RedisCache"
         if case.endswith("redis")
-        else "reactsite.cache.AtomicDatabaseCache"
+        else "reactsite.serving.cache.AtomicDatabaseCache"
     )
     assert backend == expected
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agents import runtime, services
 from agents.models import Run
 from agents.providers.fake import ScriptedModel, calls, text
+from agents.runs import runtime, submit
 from tests.integration._support import quick_user
 
 QUESTION = "What is 12*7, plus 1?"
@@ -28,7 +28,7 @@ def _run(monkeypatch, replies) -> tuple[object, list[bool]]:
     model = ScriptedModel([_recording(seen, r) for r in replies])
     monkeypatch.setattr(runtime, "build_model", lambda run: model)
     owner = quick_user("una")
-    run = services.submit_run(owner=owner, options=services.RunOptions(input=QUESTION, tools=["calculator"]))
+    run = submit.submit_run(owner=owner, options=submit.RunOptions(input=QUESTION, tools=["calculator"]))
     return run, seen
 
 

@@ -1,5 +1,5 @@
-"""A process builds what its first runs need before it serves (agents/runtime.py `warm`): importing an SDK or building
-the look-alike table during a first call would stall every run in flight in a gevent process for up to ~2 s."""
+"""A process builds what its first runs need before it serves (agents/runs/runtime.py `warm`): importing an SDK or
+building the look-alike table during a first call would stall every run in flight in a gevent process for up to ~2 s."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from agents import providers, runtime
+from agents import providers
+from agents.runs import runtime
 from tests.integration._support import ROOT, clean_env
 
 WARM = """
 import json, sys, django
 django.setup()
-from agents import runtime
+from agents.runs import runtime
 from agents.engine import wrapping
 before = {m: m in sys.modules for m in ("openai", "anthropic")} | {"table": wrapping._folding.cache_info().currsize}
 runtime.warm()
@@ -71,12 +72,12 @@ def test_a_provider_that_fails_to_import_is_logged_and_the_others_are_warmed(set
     assert "provider broken could not be imported" in caplog.text
 
 
-@pytest.mark.parametrize("worker_class", ["reactsite.gunicorn_worker.GeventWorker", "gthread"])
+@pytest.mark.parametrize("worker_class", ["reactsite.serving.gunicorn_worker.GeventWorker", "gthread"])
 def test_gunicorns_workers_warm_before_they_serve(monkeypatch, worker_class):
     calls = []
     monkeypatch.setattr(runtime, "warm", lambda: calls.append("warm"))
     monkeypatch.setattr("signal.signal", lambda *args: None)  # the gevent branch's SIGTERM handler: not in pytest
-    monkeypatch.setattr("reactsite.heap.install", lambda: calls.append("heap"))
+    monkeypatch.setattr("reactsite.serving.heap.install", lambda: calls.append("heap"))
     conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
     conf["post_worker_init"](SimpleNamespace(cfg=SimpleNamespace(worker_class_str=worker_class)))
     assert calls == ["warm", "heap"]  # warmed first, so the heap's first freeze keeps what it built
@@ -85,10 +86,10 @@ def test_gunicorns_workers_warm_before_they_serve(monkeypatch, worker_class):
 def test_run_worker_warms_before_it_takes_work(monkeypatch):
     from django.core.management import call_command
 
-    from agents.worker import ConcurrentWorker
+    from agents.background.worker import ConcurrentWorker
 
     calls = []
-    monkeypatch.setattr("reactsite.green.patched", lambda: True)
+    monkeypatch.setattr("reactsite.serving.green.patched", lambda: True)
     monkeypatch.setattr(runtime, "warm", lambda: calls.append("warm"))
     monkeypatch.setattr(ConcurrentWorker, "configure_signals", lambda self: None)
     monkeypatch.setattr(ConcurrentWorker, "run", lambda self: calls.append("run"))

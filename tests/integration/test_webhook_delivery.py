@@ -23,8 +23,9 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_tasks_db.models import DBTaskResult
 
-from agents import notify, services, webhooks
 from agents.models import DeliveryStatus, Run, WebhookAttempt, WebhookDelivery
+from agents.notifications import notify, webhooks
+from agents.runs import review, submit
 from agents.tasks import deliver_webhook, email_reviewers
 from tests.conftest import client_for, make_user
 from tests.support.http_stub import RecordedRequest, StubServer
@@ -340,12 +341,12 @@ def test_run_done_waits_for_the_commit(api, receiver, committed):
 
 
 def test_a_rolled_back_run_announces_nothing(alice, receiver, committed):
-    from agents.services import RunOptions
+    from agents.runs.submit import RunOptions
 
     subscribe(client_for(alice), receiver, "run.done")
     with committed(execute=True) as callbacks:
         with pytest.raises(RuntimeError), transaction.atomic():
-            run = services.submit_run(owner=alice, options=RunOptions(input="What is 12*7, plus 1?"))
+            run = submit.submit_run(owner=alice, options=RunOptions(input="What is 12*7, plus 1?"))
             assert run.status == "done"
             raise RuntimeError("the caller's transaction fails")
     assert callbacks == [] and not WebhookDelivery.objects.exists() and not Run.objects.exists()
@@ -396,7 +397,7 @@ def test_an_expired_approval_that_ends_the_run_fires_run_done(alice, receiver, c
     Run.objects.filter(pk=run["id"]).update(approval_expires_at=timezone.now() - timedelta(seconds=1))
 
     with committed(execute=True):
-        assert services.sweep_expired_approvals() == 1
+        assert review.sweep_expired_approvals() == 1
     with committed(execute=True):
         work()  # the run goes on as a background run and finishes (its announcement waits for the commit)
 
@@ -414,7 +415,9 @@ def test_a_notification_that_cannot_be_queued_never_fails_the_run(api, receiver,
 
     assert Run.objects.get(pk=run["id"]).status == "awaiting_approval"
     assert len(queued(EMAIL)) == 1  # the other notification still goes out
-    assert [r.getMessage() for r in caplog.records if r.name == "agents.notify"] == ["notification not queued"]
+    assert [r.getMessage() for r in caplog.records if r.name == "agents.notifications.notify"] == [
+        "notification not queued"
+    ]
 
 
 # --- the reviewers' e-mail -----------------------------------------------------------------------------------------

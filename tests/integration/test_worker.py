@@ -11,8 +11,8 @@ import time
 import pytest
 from django_tasks_db.models import DBTaskResult
 
-from agents import services
 from agents.models import Run
+from agents.runs import drive, submit
 from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text
 
@@ -46,8 +46,8 @@ class Barrier:
 
 def queue_runs(n: int) -> list[str]:
     owner = quick_user("wendy")
-    options = services.RunOptions(input="say done", mode="background", provider="openai", tools=[], timeout_s=60)
-    return [str(services.submit_run(owner=owner, options=options).pk) for _ in range(n)]
+    options = submit.RunOptions(input="say done", mode="background", provider="openai", tools=[], timeout_s=60)
+    return [str(submit.submit_run(owner=owner, options=options).pk) for _ in range(n)]
 
 
 def worker(stub, *args: str) -> subprocess.Popen:
@@ -136,9 +136,9 @@ def test_the_worker_expires_approvals_on_its_schedule_and_the_run_goes_on(stub, 
     stub.add("POST", OPENAI_PATH, json=openai_tool_calls([("s1", "search", {"query": "django"})]))
     stub.add("POST", OPENAI_PATH, json=openai_text("done"), repeat=True)
     owner = quick_user("erin")
-    options = services.RunOptions(input="look it up", mode="background", provider="openai", approval_ttl_s=60)
-    run = services.submit_run(owner=owner, options=options)
-    assert services.run_background(run_id=run.pk) == "awaiting_approval"
+    options = submit.RunOptions(input="look it up", mode="background", provider="openai", approval_ttl_s=60)
+    run = submit.submit_run(owner=owner, options=options)
+    assert drive.run_background(run_id=run.pk) == "awaiting_approval"
     Run.objects.filter(pk=run.pk).update(approval_expires_at=timezone.now() - timedelta(seconds=1))
 
     proc = worker(stub)
@@ -170,7 +170,7 @@ def test_the_worker_expires_approvals_on_its_schedule_and_the_run_goes_on(stub, 
 def test_one_claim_takes_as_many_tasks_as_can_start_in_queue_order(django_assert_num_queries):
     """A claim takes up to the pool's free room in one transaction (one query, one UPDATE per task), in the queue's
     order, for this worker; `db_worker` takes one task per transaction."""
-    from agents.worker import ConcurrentWorker
+    from agents.background.worker import ConcurrentWorker
 
     ids = queue_runs(5)
     worker = ConcurrentWorker(

@@ -6,7 +6,7 @@ import pytest
 
 from agents.engine.dispatch import Toolset, run_tool
 from agents.models import Run
-from agents.runtime import tool_registry
+from agents.runs.runtime import tool_registry
 from agents.tools import ToolContext
 from memory import tools as memory_tools
 from memory.models import Fact

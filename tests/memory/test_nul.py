@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.engine.dispatch import Toolset, run_tool
-from agents.runtime import tool_registry
+from agents.runs.runtime import tool_registry
 from agents.tools import ToolContext, ToolError
 from memory import services
 from memory.models import Fact

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents import services
 from agents.models import Run
+from agents.runs import drive, submit
 from tests.providers import stub_llm as llm
 from tests.providers.stub_llm import ANTHROPIC_PATH, OPENAI_PATH
 
@@ -54,9 +54,9 @@ def react_texts() -> list[str]:
 
 
 def start(alice, provider: str, protocol: str) -> Run:
-    options = services.RunOptions(input=QUESTION, provider=provider, protocol=protocol, tools=["calculator"])
-    run = services.start_run(owner=alice, options=options)
-    return services.execute(run_id=run.pk)
+    options = submit.RunOptions(input=QUESTION, provider=provider, protocol=protocol, tools=["calculator"])
+    run = submit.start_run(owner=alice, options=options)
+    return drive.execute(run_id=run.pk)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -102,8 +102,8 @@ def test_a_failing_provider_ends_the_run_with_a_safe_model_error(providers, alic
 def test_a_reply_slower_than_the_run_budget_stops_the_run_in_bounded_time(providers, alice, settings):
     settings.AGENT_LLM_MAX_RETRIES = 0
     providers.add("POST", OPENAI_PATH, json=llm.openai_text("late"), delay_s=4, repeat=True)
-    options = services.RunOptions(input=QUESTION, provider="openai", timeout_s=1, tools=["calculator"])
-    run = services.execute(run_id=services.start_run(owner=alice, options=options).pk)
+    options = submit.RunOptions(input=QUESTION, provider="openai", timeout_s=1, tools=["calculator"])
+    run = drive.execute(run_id=submit.start_run(owner=alice, options=options).pk)
 
     assert run.stop_reason == "timeout"  # the run's own deadline cut the call: not a provider failure
     assert run.output is None and run.error is None
@@ -115,8 +115,8 @@ def test_a_model_slower_than_timeout_s_ends_with_timeout_not_model_error(provide
     """timeout_s 1 and a model that takes 1.6 s (issue 10.1), with the default retries."""
     reply = llm.openai_text("late") if provider == "openai" else llm.anthropic_text("late")
     providers.add("POST", path, json=reply, delay_s=1.6, repeat=True)
-    options = services.RunOptions(input=QUESTION, provider=provider, timeout_s=1, tools=["calculator"])
-    run = services.execute(run_id=services.start_run(owner=alice, options=options).pk)
+    options = submit.RunOptions(input=QUESTION, provider=provider, timeout_s=1, tools=["calculator"])
+    run = drive.execute(run_id=submit.start_run(owner=alice, options=options).pk)
 
     assert (run.status, run.stop_reason, run.ok, run.error) == ("done", "timeout", False, None)
     assert providers.count("POST", path) == 1  # no retry can fit after the deadline
@@ -128,8 +128,8 @@ def test_a_provider_timeout_with_time_left_is_a_model_error(providers, alice, se
     settings.AGENT_LLM_MAX_RETRIES = 0
     reply = llm.openai_text("late") if provider == "openai" else llm.anthropic_text("late")
     providers.add("POST", path, json=reply, delay_s=1.5, repeat=True)
-    options = services.RunOptions(input=QUESTION, provider=provider, timeout_s=30, tools=["calculator"])
-    run = services.execute(run_id=services.start_run(owner=alice, options=options).pk)
+    options = submit.RunOptions(input=QUESTION, provider=provider, timeout_s=30, tools=["calculator"])
+    run = drive.execute(run_id=submit.start_run(owner=alice, options=options).pk)
 
     assert (run.stop_reason, run.ok) == ("model_error", False)
     assert "timed out" in run.error

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from agents import selectors, services
 from agents.models import Run
+from agents.runs import drive, review, selectors, submit
 from agents.tools import mcp
 from tests.conftest import make_user
 from tests.providers import stub_llm as llm
@@ -57,8 +57,8 @@ def script(stub, provider: str, protocol: str, tool: str = "t.add") -> str:
 
 
 def start(owner, provider: str, protocol: str, tool: str = "t.add") -> Run:
-    options = services.RunOptions(input=QUESTION, provider=provider, protocol=protocol, tools=["calculator", tool])
-    return services.execute(run_id=services.start_run(owner=owner, options=options).pk)
+    options = submit.RunOptions(input=QUESTION, provider=provider, protocol=protocol, tools=["calculator", tool])
+    return drive.execute(run_id=submit.start_run(owner=owner, options=options).pk)
 
 
 def tool_names_sent(body: dict, provider: str) -> list[str]:
@@ -114,7 +114,7 @@ def test_an_mcp_tool_is_sensitive_by_default_the_run_pauses_for_approval(provide
     assert run.status == "awaiting_approval" and "t.add" in run.sensitive_tools
     assert [a["tool"] for a in selectors.pending_actions(run)] == ["t.add"]
     assert not run.steps.filter(kind="tool").exists()  # nothing reached the server yet
-    run = services.advance_run(run_id=run.pk, actor=reviewer, approval=True)
+    run = review.advance_run(run_id=run.pk, actor=reviewer, approval=True)
     assert (run.status, run.output) == ("done", "42")
 
 

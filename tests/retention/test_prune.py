@@ -16,8 +16,9 @@ from django.db import connection
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from agents import retention, services
+from agents.background import retention
 from agents.models import EvalResult, EvalRun, IdempotencyKey, Run, Step, Thread, Webhook, WebhookDelivery
+from agents.runs import drive
 from tests.conftest import make_user, stored_run_fields
 from tests.integration._support import MANAGE, PYTHON, ROOT, app_env
 
@@ -37,7 +38,7 @@ def runs(owner, n: int, age: timedelta = OLD, steps: int = 2, **fields) -> list[
 
 
 def finished_task(age: timedelta, status: str = "SUCCESSFUL") -> DBTaskResult:
-    services.enqueue(Run(pk="00000000-0000-0000-0000-000000000001"))
+    drive.enqueue(Run(pk="00000000-0000-0000-0000-000000000001"))
     task = DBTaskResult.objects.order_by("-enqueued_at").first()
     finished = timezone.now() - age if status in ("SUCCESSFUL", "FAILED") else None
     DBTaskResult.objects.filter(pk=task.pk).update(status=status, finished_at=finished)

@@ -16,13 +16,14 @@ import time
 import pytest
 from django.core import checks
 
-from agents import runtime
 from agents.checks import check_mcp_servers
 from agents.engine.dispatch import ToolResult, Toolset, run_tool
 from agents.engine.wrapping import END
-from agents.tools import mcp, mcp_stdio
-from agents.tools.mcp_config import Limits, McpConfigError, ServerConfig, parse_servers
-from agents.tools.mcp_servers import make_tool, result_text
+from agents.runs import runtime
+from agents.tools import mcp
+from agents.tools.mcp import stdio as mcp_stdio
+from agents.tools.mcp.config import Limits, McpConfigError, ServerConfig, parse_servers
+from agents.tools.mcp.servers import make_tool, result_text
 from agents.tools.registry import ToolContext, ToolError
 from tests.conftest import client_for, make_user
 from tests.support.mcp_fixtures import HttpServer, free_port, fresh_mcp, http_server, stdio_server, wait_until

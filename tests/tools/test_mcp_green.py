@@ -1,5 +1,5 @@
 """MCP calls under gevent's monkey-patching (gunicorn's gevent worker): they work over stdio and HTTP, and a call that
-waits parks only its own greenlet (agents/tools/mcp_bridge.py explains how)."""
+waits parks only its own greenlet (agents/tools/mcp/bridge.py explains how)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ import json, os, time, django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 import gevent
-from agents import runtime
+from agents.runs import runtime
 from agents.engine.dispatch import Toolset, run_tool
-from agents.tools import mcp, mcp_stdio
+from agents.tools import mcp
+from agents.tools.mcp import stdio as mcp_stdio
 
 ticks = [0]
 def ticker():

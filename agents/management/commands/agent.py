@@ -12,10 +12,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents import quotas, selectors, services
+from agents import errors
 from agents.api.serializers import RunDetailSerializer
+from agents.limits import quotas
 from agents.models import Run, RunStatus, Step
 from agents.permissions import can_decide
+from agents.runs import drive, review, selectors, submit
 
 
 class Command(BaseCommand):
@@ -91,7 +93,7 @@ class Command(BaseCommand):
             raise CommandError(f"--thread takes a thread id (a UUID), not {value!r}.", returncode=2) from None
 
     def _start_run(self, user, opts, thread_id: uuid.UUID | None, new_thread: bool = False) -> Run:
-        options = services.RunOptions(
+        options = submit.RunOptions(
             input=opts["input"],
             mode="step",
             protocol=opts["protocol"],
@@ -103,10 +105,10 @@ class Command(BaseCommand):
             agent=opts["agent"],
         )
         try:  # a new thread and its first run start together: a run that cannot start leaves no empty thread
-            return services.start_run(owner=user, options=options, new_thread=new_thread)
+            return submit.start_run(owner=user, options=options, new_thread=new_thread)
         except quotas.QuotaExceeded as exc:
             raise CommandError(str(exc), returncode=2) from None
-        except services.InvalidRequest as exc:
+        except errors.InvalidRequest as exc:
             if "thread_id" in exc.detail:
                 raise CommandError(
                     f"User '{user.get_username()}' has no thread {thread_id}. Start one with --new-thread.",
@@ -114,7 +116,7 @@ class Command(BaseCommand):
                 ) from None
             messages = [m for msgs in exc.detail.values() for m in msgs]
             raise CommandError(" ".join(messages), returncode=2) from None
-        except services.ThreadBusy as exc:
+        except errors.ThreadBusy as exc:
             raise CommandError(f"Thread {thread_id}: {exc.detail}", returncode=2) from None
 
     def _drive(self, run: Run, user, opts) -> Run:
@@ -123,7 +125,7 @@ class Command(BaseCommand):
             printed = self._print_new(run, printed, opts["json"])
             try:
                 next_run = self._step(run, user, opts)
-            except (services.RunFinished, services.RunBusy):
+            except (errors.RunFinished, errors.RunBusy):
                 next_run = Run.objects.get(pk=run.pk)  # cancelled or taken over meanwhile: show where it stands
                 if next_run.status == run.status and next_run.status != RunStatus.DONE:
                     self.stderr.write(f"Run {run.pk} is being advanced elsewhere; leaving it there.")
@@ -137,7 +139,7 @@ class Command(BaseCommand):
     def _step(self, run: Run, user, opts) -> Run | None:
         """One move: advance a running run, or decide a paused one; None means stop here."""
         if run.status == RunStatus.RUNNING:
-            return services.execute(run_id=run.pk, units=1)
+            return drive.execute(run_id=run.pk, units=1)
         if run.status == RunStatus.AWAITING_APPROVAL:
             if not can_decide(user, run):
                 self.stderr.write(
@@ -148,7 +150,7 @@ class Command(BaseCommand):
             approved = self._ask(run, opts)
             if approved is None:
                 return None
-            return services.decide_approval(run_id=run.pk, actor=user, approved=approved, reason="decided on the CLI")
+            return review.decide_approval(run_id=run.pk, actor=user, approved=approved, reason="decided on the CLI")
         return None
 
     def _ask(self, run: Run, opts) -> bool | None:

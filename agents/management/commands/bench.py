@@ -281,7 +281,7 @@ class Command(BaseCommand):
 
     def _bench_prune(self, *, prune_runs: int, **_) -> list[Row]:
         """Retention's delete rate: `prune_runs` finished runs 40 days old, 3 steps each, of a throwaway user."""
-        from agents import retention
+        from agents.background import retention
 
         user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
         try:
@@ -369,12 +369,12 @@ def _bench_user() -> Iterator[str]:
 
 def _queue_runs(token: str, count: int, env: dict[str, str]) -> list[uuid.UUID]:
     """`count` background runs of the token's user, each queued as the API queues one; their ids."""
-    from agents import services
+    from agents.runs import submit
 
     owner = Token.objects.select_related("user").get(key=token).user
-    options = services.RunOptions(input=RUN_INPUT, provider="openai", mode="background")
+    options = submit.RunOptions(input=RUN_INPUT, provider="openai", mode="background")
     with override_settings(OPENAI_API_KEY=env["OPENAI_API_KEY"], OPENAI_BASE_URL=env["OPENAI_BASE_URL"]):
-        return [services.submit_run(owner=owner, options=options).pk for _ in range(count)]
+        return [submit.submit_run(owner=owner, options=options).pk for _ in range(count)]
 
 
 def _left(ids: list[uuid.UUID], status: str, negate: bool = False) -> int:
@@ -560,14 +560,14 @@ def _engine_overhead_us(units: int = 2000) -> float:
 
 
 def _persisted_overhead_ms(runs: int = 20) -> float:
-    from agents import services
+    from agents.runs import drive, submit
 
     user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
     try:
         steps, start = 0, time.perf_counter()
         for _ in range(runs):
-            run = services.start_run(owner=user, options=services.RunOptions(input=RUN_INPUT, tools=["calculator"]))
-            run = services.execute(run_id=run.pk)
+            run = submit.start_run(owner=user, options=submit.RunOptions(input=RUN_INPUT, tools=["calculator"]))
+            run = drive.execute(run_id=run.pk)
             steps += run.steps.count()
         return (time.perf_counter() - start) / steps * 1000
     finally:

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from agents import retention
+from agents.background import retention
 from agents.management.tables import format_table
 
 

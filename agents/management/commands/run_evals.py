@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from agents import services
+from agents import errors
 from agents.evals.cases import DEFAULT_CASES, CaseError, load_cases
 from agents.evals.runner import EvalConfig, plan, run_evals
 from agents.management.tables import format_table
@@ -100,7 +100,7 @@ class Command(BaseCommand):
         bar = tqdm(total=total, desc="evals", unit="case", file=sys.stderr, disable=quiet and not sys.stderr.isatty())
         try:
             return run_evals(cases=cases, config=config, created_by=user, progress=lambda result: bar.update(1))
-        except services.InvalidRequest as exc:
+        except errors.InvalidRequest as exc:
             raise CommandError(" ".join(m for msgs in exc.detail.values() for m in msgs), returncode=2) from None
         finally:
             bar.close()
@@ -108,7 +108,7 @@ class Command(BaseCommand):
     def _report(self, eval_run, *, as_json: bool) -> None:
         results = list(eval_run.results.order_by("case_id", "protocol"))
         if as_json:
-            from agents.api.evals import EvalRunDetailSerializer
+            from agents.api.views.evals import EvalRunDetailSerializer
 
             self.stdout.write(json.dumps(EvalRunDetailSerializer(eval_run).data, indent=2, default=str))
             return

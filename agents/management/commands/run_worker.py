@@ -1,4 +1,4 @@
-"""`manage.py run_worker`: the background worker that keeps many runs in flight (see agents/worker.py)."""
+"""`manage.py run_worker`: the background worker that keeps many runs in flight (see agents/background/worker.py)."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ class Command(BaseCommand):
         parser.add_argument("--queue-name", default="default")
 
     def handle(self, *args, concurrency: int, interval: float, drain: float, batch: bool, queue_name: str, **opts):
-        from reactsite.green import patched
+        from reactsite.serving.green import patched
 
         if not patched():
             raise CommandError("run_worker needs gevent's patching: run it as `.venv/bin/python manage.py run_worker`")
         if concurrency < 1 or interval <= 0 or drain < 0:
             raise CommandError("--concurrency must be at least 1, --interval above 0 and --drain at least 0.")
-        from agents.worker import ConcurrentWorker
+        from agents.background.worker import ConcurrentWorker
 
         worker = ConcurrentWorker(
             concurrency=concurrency,
@@ -43,7 +43,7 @@ class Command(BaseCommand):
             worker_id=f"{socket.gethostname()}-{os.getpid()}"[:64],
             excluded_queue_names=[],
         )
-        from agents import runtime
+        from agents.runs import runtime
 
         runtime.warm()  # the SDKs and tables its first runs would otherwise build while the others wait
         worker.configure_signals()

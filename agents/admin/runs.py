@@ -1,0 +1,446 @@
+"""The operator console: read-only runs with their traces, threads, pending approvals, decisions through services,
+token quotas and usage."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import (
+    Count,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce
+from django.http import HttpRequest, HttpResponseRedirect, QueryDict
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
+from django.utils.text import Truncator
+from django.utils.timesince import timesince, timeuntil
+
+from agents import errors
+from agents.evals.actions import make_eval_case
+from agents.models import PendingApproval, Run, RunStatus, Step, StepKind, Thread
+from agents.permissions import can_decide, can_review
+from agents.runs import drive, review, selectors, submit
+
+INPUT_CHARS = 60
+ARGUMENTS_CHARS = 120  # a call's arguments on one line of the approvals queue (the run page shows them whole)
+
+
+def thread_label(thread: Thread) -> str:
+    """A thread on one line: its title cut short, or its short id when it has none."""
+    return Truncator(" ".join(thread.title.split()) or str(thread.pk)[:8]).chars(INPUT_CHARS)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Audit rows are read-only by construction: no add, no edit (delete stays with the run's owner or staff)."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        # agents.review_run means "see every run and decide approvals": reviewers need these pages to decide.
+        return super().has_view_permission(request, obj) or can_review(request.user)
+
+
+class ApprovalExpiredFilter(admin.SimpleListFilter):
+    """Runs with a call the system denied because nobody decided in time (`reviewer: null`, `reason: "expired"`)."""
+
+    title = "approval expired"
+    parameter_name = "approval_expired"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request, queryset):
+        # One EXISTS per run over its own steps (the (run, index) index), never a scan of every step.
+        expired = Exists(
+            Step.objects.filter(
+                run=OuterRef("pk"), kind=StepKind.APPROVAL, data__reason=review.EXPIRED, data__reviewer=None
+            )
+        )
+        if self.value() == "yes":
+            return queryset.filter(expired)
+        if self.value() == "no":
+            return queryset.filter(~expired)
+        return queryset
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = [
+        "short_id", "owner", "input_summary", "thread_title", "status", "stop_reason", "provider_model", "protocol",
+        "turns", "tokens", "duration", "created_at",
+    ]  # fmt: skip
+    list_filter = [
+        "status",
+        "stop_reason",
+        "provider",
+        "protocol",
+        ("owner", admin.RelatedOnlyFieldListFilter),
+        ApprovalExpiredFilter,
+        "created_at",
+    ]
+    search_fields = ["input", "id", "owner__username"]
+    list_select_related = ["owner", "thread"]
+    date_hierarchy = "created_at"
+    actions = ["cancel_runs", make_eval_case]
+    change_form_template = "admin/agents/run/change_form.html"
+    fields = [
+        "id",
+        "owner",
+        "input",
+        "status",
+        "stop_reason",
+        "output",
+        "error",
+        "provider",
+        "model",
+        "protocol",
+        "mode",
+    ]
+
+    @admin.display(description="run", ordering="id")
+    def short_id(self, run: Run) -> str:
+        return str(run.id)[:8]
+
+    @admin.display(description="input", ordering="input")
+    def input_summary(self, run: Run) -> str:
+        """The goal on one line, cut short (the admin escapes it: it is user text)."""
+        return Truncator(" ".join(run.input.split())).chars(INPUT_CHARS)
+
+    @admin.display(description="thread")
+    def thread_title(self, run: Run) -> str:
+        return "—" if run.thread is None else thread_label(run.thread)
+
+    @admin.display(description="provider / model", ordering="provider")
+    def provider_model(self, run: Run) -> str:
+        return f"{run.provider} / {run.model}"
+
+    @admin.display(description="tokens")
+    def tokens(self, run: Run) -> int:
+        return run.total_tokens
+
+    @admin.display(description="duration")
+    def duration(self, run: Run) -> str:
+        return f"{(run.updated_at - run.created_at).total_seconds():.2f} s"
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return can_review(request.user)
+
+    @admin.action(description="Cancel selected runs", permissions=["review"])  # a write: not for view-only staff
+    def cancel_runs(self, request: HttpRequest, queryset) -> None:
+        cancelled = 0
+        for run in queryset.exclude(status=RunStatus.DONE):
+            try:
+                drive.cancel_run(run_id=run.pk, actor=request.user)
+                cancelled += 1
+            except errors.RunFinished:
+                pass
+        self.message_user(request, f"Cancelled {cancelled} run(s).", messages.SUCCESS)
+
+    def get_urls(self):
+        decide = self.admin_site.admin_view(self.decide_view)
+        return [path("<uuid:run_id>/decide/", decide, name="agents_run_decide"), *super().get_urls()]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = self.get_object(request, unquote(object_id))
+        if run is None:  # unknown or malformed id: the admin's own "doesn't exist" redirect, not a 500
+            return super().change_view(request, object_id, form_url, extra_context)
+        steps = list(Step.objects.filter(run=run).order_by("index"))
+        run.paused_steps = steps  # the selector reads the steps loaded here: no second query
+        context = {
+            "run": run,
+            **self._thread_context(request, run),
+            **_pending_context(request, run),
+            "steps": [_step_view(s) for s in steps],
+            "decide_url": reverse("admin:agents_run_decide", args=[run.pk]),
+        }
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **context})
+
+    def _thread_context(self, request: HttpRequest, run: Run) -> dict:
+        """The run's thread for its page: a link when this user may open the thread's page, else its name."""
+        thread = run.thread
+        if thread is None:
+            return {"run_thread": None}
+        threads = self.admin_site._registry.get(Thread)
+        may_open = threads is not None and threads.has_view_permission(request, thread)
+        return {
+            "run_thread": thread,
+            "thread_name": thread_label(thread),
+            "thread_url": reverse("admin:agents_thread_change", args=[thread.pk]) if may_open else "",
+        }
+
+    def decide_view(self, request: HttpRequest, run_id):
+        """Decide waiting calls through the same service as the API: every call of the reply at once
+        (`decide=all`), one call (`decide=<n>:approve|deny`), or the first call (`decision=approve|deny`)."""
+        run = get_object_or_404(Run, pk=run_id)
+        back = HttpResponseRedirect(reverse("admin:agents_run_change", args=[run.pk]))
+        if request.method != "POST":
+            return back
+        if not can_decide(request.user, run):
+            raise PermissionDenied
+        try:
+            run, decided = self._decide(request, run)
+        except ValueError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return back
+        except errors.ServiceError as exc:
+            self.message_user(request, _detail_text(exc.detail), messages.ERROR)
+            return back
+        what = "Decision recorded" if decided == 1 else f"{decided} decisions recorded"
+        self.message_user(request, f"{what}; the run is now {run.status}.", messages.SUCCESS)
+        return back
+
+    def _decide(self, request: HttpRequest, run: Run) -> tuple[Run, int]:
+        """Record the posted decisions (all or nothing, the service validates them) and drive the run on."""
+        post = request.POST
+        if "decide" not in post:  # the single form: the first waiting call
+            run = review.decide_approval(
+                run_id=run.pk,
+                actor=request.user,
+                approved=post.get("decision") == "approve",
+                arguments=_edited_arguments(post.get("arguments", "")),
+                reason=post.get("reason") or None,
+                continue_run=True,
+            )
+            return run, 1
+        decisions = _posted_decisions(post)
+        run = review.decide_approval(run_id=run.pk, actor=request.user, decisions=decisions, continue_run=True)
+        return run, len(decisions)
+
+
+def _pending_context(request: HttpRequest, run: Run) -> dict:
+    """What the run page shows of the calls waiting for a decision, each with its own controls."""
+    calls = selectors.pending_actions(run)
+    expires_at = run.approval_expires_at if calls else None
+    expired = expires_at is not None and expires_at <= timezone.now()
+    may_decide = bool(calls) and can_decide(request.user, run)
+    return {
+        "pending_calls": [
+            {"n": n, "call_id": c["call_id"], "tool": c["tool"], "arguments_json": json.dumps(c["arguments"], indent=2)}
+            for n, c in enumerate(calls, 1)
+        ],
+        "pending_tools": ", ".join(c["tool"] for c in calls),
+        "expires_at": expires_at,
+        "expired": expired,
+        "may_decide": may_decide,
+        "can_decide": may_decide and not expired,  # an expired call is the system's to deny: no controls
+    }
+
+
+def _posted_decisions(post: QueryDict) -> list[dict]:
+    """The run page's decisions in call order: every call shown (`decide=all`, each with its approve/deny choice) or
+    the one call named by `decide=<n>:approve|deny`. Calls are posted by id, so a page gone stale never decides a
+    different call than the one the reviewer saw."""
+    calls = {int(k[5:]): post[k] for k in post if k.startswith("call-") and k[5:].isdigit()}
+    target = post.get("decide", "")
+    if target == "all" and calls:
+        chosen = {n: post.get(f"choice-{n}", "") for n in calls}
+        missing = [str(n) for n in sorted(chosen) if chosen[n] not in ("approve", "deny")]
+        if missing:
+            raise ValueError(f"Choose approve or deny for every call (none chosen for call {', '.join(missing)}).")
+    else:
+        position, _, verdict = target.partition(":")
+        if not position.isdigit() or int(position) not in calls or verdict not in ("approve", "deny"):
+            raise ValueError("Unknown decision: reload the page and try again.")
+        chosen = {int(position): verdict}
+    return [_posted_decision(post, n, calls[n], chosen[n] == "approve") for n in sorted(chosen)]
+
+
+def _posted_decision(post: QueryDict, n: int, call_id: str, approved: bool) -> dict:
+    # Edits are read for a denial too (as the single form does): unreadable JSON is an error, never silently dropped.
+    arguments = _edited_arguments(post.get(f"arguments-{n}", ""), call=n)
+    decision = {"call_id": call_id, "approved": approved, "reason": post.get(f"reason-{n}", "").strip() or None}
+    return decision if arguments is None else {**decision, "arguments": arguments}
+
+
+def _detail_text(detail) -> str:
+    """A service error's detail as one line: field errors read as their messages."""
+    if isinstance(detail, dict):
+        return " ".join(str(m) for messages_ in detail.values() for m in messages_)
+    return str(detail)
+
+
+def _edited_arguments(raw: str, call: int | None = None) -> object:
+    """The reviewer's edited arguments: empty means 'as the model asked'; else JSON (the service checks the schema)."""
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        where = "" if call is None else f" of call {call}"
+        raise ValueError(f"The edited arguments{where} are not valid JSON.") from None
+
+
+LONG_OUTPUT_CHARS = 400
+
+
+def _step_view(step: Step) -> dict:
+    """What the trace template shows of a step (plain data: the template escapes everything)."""
+    data = dict(step.data)
+    view = {
+        "index": step.index,
+        "kind": step.kind,
+        "latency_ms": step.latency_ms,
+        "created_at": step.created_at,
+        **data,
+    }
+    for key in ("arguments", "original_arguments", "usage"):
+        if key in data:
+            view[f"{key}_json"] = json.dumps(data[key], indent=2)
+    view["tool_calls_json"] = [
+        {"name": c["name"], "id": c["id"], "arguments": json.dumps(c["arguments"])}
+        for c in data.get("tool_calls") or []
+    ]
+    output = data.get("output") or ""
+    view["long_output"] = len(output) > LONG_OUTPUT_CHARS
+    view["output_head"] = output[:LONG_OUTPUT_CHARS]
+    return view
+
+
+@admin.register(Thread)
+class ThreadAdmin(ReadOnlyAdmin):
+    """Conversations: read-only; the page lists the thread's runs oldest first, each a link to its trace."""
+
+    list_display = ["name", "owner", "run_count", "updated_at"]
+    list_filter = [("owner", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["title", "id", "owner__username"]
+    list_select_related = ["owner"]
+    fields = ["id", "title", "owner", "created_at", "updated_at"]
+    change_form_template = "admin/agents/thread/change_form.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(run_count=Count("runs"))  # one query for the list, no N+1
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        """A thread's page is its runs: seeing it needs the right to see runs as well."""
+        runs = self.admin_site._registry[Run]
+        return super().has_view_permission(request, obj) and runs.has_view_permission(request)
+
+    @admin.display(description="thread", ordering="title")
+    def name(self, thread: Thread) -> str:
+        return thread_label(thread)
+
+    @admin.display(description="runs", ordering="run_count")
+    def run_count(self, thread: Thread) -> int:
+        return thread.run_count
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        thread = self.get_object(request, unquote(object_id))
+        if thread is None:  # unknown or malformed id: the admin's own "doesn't exist" redirect
+            return super().change_view(request, object_id, form_url, extra_context)
+        runs = Run.objects.filter(thread=thread).order_by("created_at", "id")
+        fields = ["id", "thread_id", "input", "output", "status", "stop_reason", "created_at"]
+        context = {"thread_runs": [_thread_run_view(run) for run in runs.only(*fields)]}
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **context})
+
+    def delete_model(self, request: HttpRequest, obj: Thread) -> None:
+        submit.delete_thread(thread=obj)  # the service owns deleting a thread with its runs and steps
+
+    def delete_queryset(self, request: HttpRequest, queryset) -> None:
+        for thread in queryset:
+            submit.delete_thread(thread=thread)
+
+
+def _thread_run_view(run: Run) -> dict:
+    """One run of a thread's page (plain data: the template escapes everything)."""
+    return {
+        "short_id": str(run.pk)[:8],
+        "url": reverse("admin:agents_run_change", args=[run.pk]),
+        "input": run.input,
+        "output": run.output,
+        "status": run.status,
+        "stop_reason": run.stop_reason,
+        "created_at": run.created_at,
+    }
+
+
+def paused_at():
+    """When a paused run started waiting: its calls expire `approval_ttl_s` after that (the run's last change for a
+    run paused before expiry existed). A database expression, so the queue sorts on it (SQLite and PostgreSQL)."""
+    ttl = ExpressionWrapper(
+        Cast("approval_ttl_s", IntegerField()) * Value(timedelta(seconds=1)), output_field=DurationField()
+    )
+    return Coalesce(F("approval_expires_at") - ttl, F("updated_at"))
+
+
+@admin.register(PendingApproval)
+class PendingApprovalAdmin(ReadOnlyAdmin):
+    """Runs waiting for a decision, oldest first: every waiting call of the reply, how long it has waited, and the
+    time left before the system denies it."""
+
+    list_display = [
+        "short_id", "owner", "pending_tool", "pending_arguments", "waiting_since", "age", "time_left", "provider",
+    ]  # fmt: skip
+    list_select_related = ["owner"]
+    change_list_template = "admin/agents/pendingapproval/change_list.html"
+
+    def get_queryset(self, request):
+        # Only the steps since each run's last model reply: what the selector needs, one query for the whole page.
+        reply = Step.objects.filter(run=OuterRef("run"), kind=StepKind.MODEL).order_by("-index").values("index")[:1]
+        paused = Step.objects.filter(index__gte=Coalesce(Subquery(reply), 0)).order_by("index")
+        steps = Prefetch("steps", queryset=paused, to_attr="paused_steps")
+        runs = super().get_queryset(request).filter(status=RunStatus.AWAITING_APPROVAL)
+        return runs.annotate(waiting_since=paused_at()).prefetch_related(steps)
+
+    def get_ordering(self, request):
+        return [paused_at().asc(), "pk"]  # oldest first
+
+    def _calls(self, run) -> list[dict]:
+        """Every call the run waits on, in order (over the prefetched steps; computed once per row)."""
+        if not hasattr(run, "_waiting_calls"):
+            run._waiting_calls = selectors.pending_actions(run)
+        return run._waiting_calls
+
+    @admin.display(description="run")
+    def short_id(self, run) -> str:
+        return str(run.id)[:8]
+
+    @admin.display(description="tool")
+    def pending_tool(self, run) -> str:
+        return format_html_join(mark_safe("<br>"), "{}", ((c["tool"],) for c in self._calls(run)))
+
+    @admin.display(description="arguments")
+    def pending_arguments(self, run) -> str:
+        lines = ((Truncator(json.dumps(c["arguments"])).chars(ARGUMENTS_CHARS),) for c in self._calls(run))
+        return format_html_join(mark_safe("<br>"), "{}", lines)
+
+    @admin.display(description="waiting since", ordering="waiting_since")
+    def waiting_since(self, run) -> str:
+        return timezone.localtime(run.waiting_since).strftime("%Y-%m-%d %H:%M:%S")
+
+    @admin.display(description="waited", ordering="-waiting_since")
+    def age(self, run) -> str:
+        return timesince(run.waiting_since, timezone.now(), depth=2)
+
+    @admin.display(description="time left", ordering="approval_expires_at")
+    def time_left(self, run) -> str:
+        expires = run.approval_expires_at
+        if expires is None:
+            return "—"
+        now = timezone.now()
+        return "expired" if expires <= now else timeuntil(expires, now, depth=2)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return HttpResponseRedirect(reverse("admin:agents_run_change", args=[object_id]))
+
+
+from agents.evals import admin as _evals_admin  # noqa: E402, F401  (registers the eval admin)

@@ -1,0 +1,1 @@
+"""The HTTP views, one module per resource."""

@@ -1,0 +1,191 @@
+"""Runs over HTTP: validate → service → serialize (create, list, read, advance, cancel, events, the seed recipe's
+run). Nothing else lives here."""
+
+from __future__ import annotations
+
+import json
+
+from django.db.models import Prefetch
+from django.http import StreamingHttpResponse
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.api.events import EventStreamRenderer, run_events
+from agents.api.serializers import (
+    AdvanceSerializer,
+    RunCreateSerializer,
+    RunDetailSerializer,
+    RunSerializer,
+    SeedRunResultSerializer,
+    SeedRunSerializer,
+)
+from agents.api.throttling import AgentRateThrottle
+from agents.models import Run, RunMode, RunStatus, Step, StopReason
+from agents.permissions import visible_runs
+from agents.runs import drive, idempotency, review, submit
+
+
+class RunFilter(filters.FilterSet):
+    status = filters.ChoiceFilter(choices=RunStatus.choices)
+    stop_reason = filters.ChoiceFilter(choices=StopReason.choices)
+
+    class Meta:
+        model = Run
+        fields = ["status", "stop_reason"]
+
+
+def _step_index(header: str) -> int:
+    """Last-Event-ID as a step index; anything but plain ASCII digits (e.g. "²", "-1", "1e3") replays everything."""
+    value = header.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 12 else -1
+
+
+def _still_processing(exc: idempotency.KeyInProgress) -> Response:
+    response = Response({"detail": "A request with this Idempotency-Key is still being processed."}, status=409)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _to_json(data) -> object:
+    """Plain JSON values (for storing a response to replay it later)."""
+    return json.loads(JSONRenderer().render(data))
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    serializer_class = RunSerializer
+    filterset_class = RunFilter
+    lookup_value_regex = "[^/]+"
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and isinstance(response.accepted_renderer, EventStreamRenderer):
+            # An error of the events route (401, 404, 406): its body is JSON, and its Content-Type says so.
+            response.accepted_renderer, response.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return response
+
+    def get_queryset(self):
+        runs = visible_runs(self.request.user).order_by("-created_at").defer("history")  # only the engine reads it
+        if self.action == "retrieve":
+            return runs.prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")))
+        if self.action == "list":  # pending_action of paused runs from one query, not two per run
+            paused = Step.objects.filter(run__status=RunStatus.AWAITING_APPROVAL).order_by("index")
+            return runs.prefetch_related(Prefetch("steps", queryset=paused, to_attr="paused_steps"))
+        return runs
+
+    def get_object(self):
+        try:
+            return super().get_object()
+        except (ValidationError, ValueError):
+            raise NotFound() from None
+
+    def get_throttles(self):
+        return [AgentRateThrottle()] if self.action in {"create", "advance"} else []
+
+    def get_serializer_class(self):
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+    @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer, 202: RunSerializer})
+    def create(self, request):
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            return self._create(request)[0]
+        if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or "\x00" in key:
+            raise ValidationError({"detail": "The Idempotency-Key header must have 1 to 255 characters."})
+        try:
+            begun = idempotency.begin(request.user, key, request.data)
+        except idempotency.KeyMismatch:
+            return Response({"detail": "This Idempotency-Key was used with a different body."}, status=422)
+        except idempotency.KeyInProgress as exc:
+            return _still_processing(exc)
+        if begun.status is not None:
+            return Response(begun.response, status=begun.status)
+        if begun.run is not None:  # the first request created this run, then failed or was stopped
+            return self._report(begun, request)
+        try:
+            response, final = self._create(request, key_id=begun.record.pk)
+        except idempotency.KeyInProgress as exc:  # taken over by a retry while this request was starting
+            return _still_processing(exc)
+        except BaseException:
+            idempotency.abandon(begun.record)  # only while no run exists: a run, once created, keeps its key
+            raise
+        if not 200 <= response.status_code < 300:
+            idempotency.abandon(begun.record)
+        elif final:
+            idempotency.finish(begun.record, response.status_code, _to_json(response.data))
+        return response
+
+    def _create(self, request, key_id: int | None = None) -> tuple[Response, bool]:
+        """The response, and whether it is final: not for a sync run handed to the background as its process
+        stopped (a retry with the same key then reports the run as it is by then)."""
+        data = RunCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        options = submit.RunOptions(**data.validated_data)
+        run = submit.submit_run(owner=request.user, options=options, key_id=key_id)
+        code = status.HTTP_202_ACCEPTED if run.mode == RunMode.BACKGROUND else status.HTTP_201_CREATED
+        return Response(RunSerializer(run).data, status=code), run.mode == options.mode
+
+    def _report(self, begun: idempotency.Begun, request) -> Response:
+        """A retry of a request whose run exists: the run's final response once it is done, else the run as it is
+        now (202: it continues in the background). The body is the first request's (same fingerprint)."""
+        run = Run.objects.get(pk=begun.run.pk)
+        background = isinstance(request.data, dict) and request.data.get("mode") == RunMode.BACKGROUND
+        if run.status != RunStatus.DONE:
+            return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        code = status.HTTP_202_ACCEPTED if background else status.HTTP_201_CREATED
+        data = RunSerializer(run).data
+        idempotency.finish(begun.record, code, _to_json(data))
+        return Response(data, status=code)
+
+    @extend_schema(request=AdvanceSerializer, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def advance(self, request, pk=None):
+        run = self.get_object()
+        body = AdvanceSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = review.advance_run(run_id=run.pk, actor=request.user, owner_id=run.owner_id, **body.validated_data)
+        return Response(RunSerializer(run).data)
+
+    @extend_schema(responses={(200, "text/event-stream"): str})
+    @action(detail=True, methods=["get"], renderer_classes=[EventStreamRenderer, JSONRenderer])
+    def events(self, request, pk=None):
+        """`text/event-stream` of the run's steps (replayed, then live), status changes, and a last `done`."""
+        run = self.get_object()
+        after = _step_index(request.headers.get("Last-Event-ID", ""))
+        response = StreamingHttpResponse(run_events(run.pk, after), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+        return response
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        run = drive.cancel_run(run_id=self.get_object().pk, actor=request.user)
+        return Response(RunSerializer(run).data)
+
+
+class SeedRunView(APIView):
+    """The seed project's one-shot: a sync `tools` run, answered in the seed's shape."""
+
+    throttle_classes = [AgentRateThrottle]
+
+    @extend_schema(request=SeedRunSerializer, responses=SeedRunResultSerializer)
+    def post(self, request):
+        body = request.data if isinstance(request.data, dict) else {}
+        allowed = {k: body[k] for k in ("input", "max_turns", "timeout_s") if k in body}
+        data = RunCreateSerializer(data={**allowed, "mode": "sync", "protocol": "tools"})
+        data.is_valid(raise_exception=True)
+        run = submit.submit_run(owner=request.user, options=submit.RunOptions(**data.validated_data))
+        payload = {
+            "run_id": str(run.pk),
+            "output": run.output,
+            "stop_reason": run.stop_reason,
+            "turns": run.turns,
+            "ok": run.ok,
+        }
+        return Response(payload)

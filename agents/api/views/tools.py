@@ -1,0 +1,38 @@
+"""Tools over HTTP: the registry as the caller may use it, and invoking one tool directly."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from agents.api.serializers import (
+    ToolInvokeSerializer,
+    ToolResultSerializer,
+    ToolSerializer,
+)
+from agents.api.throttling import AgentRateThrottle
+from agents.runs import runtime, submit
+
+
+class ToolViewSet(viewsets.ViewSet):
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+
+    def get_throttles(self):
+        return [AgentRateThrottle()] if self.action == "invoke" else []
+
+    @extend_schema(responses=ToolSerializer(many=True))
+    def list(self, request):
+        floor = set(runtime.sensitive_floor())
+        registry = runtime.tool_registry()
+        tools = [registry.get(n) for n in registry.names()]
+        return Response([t.describe(sensitive=t.name in floor or t.sensitive) for t in tools])
+
+    @extend_schema(request=ToolInvokeSerializer, responses=ToolResultSerializer)
+    @action(detail=True, methods=["post"])
+    def invoke(self, request, name=None):
+        arguments = request.data.get("arguments", {}) if isinstance(request.data, dict) else None
+        result = submit.invoke_tool(actor=request.user, name=name, arguments=arguments)
+        return Response({"name": name, "output": result.output, "is_error": result.is_error})

@@ -1,0 +1,1 @@
+"""Background work: the concurrent worker and the scheduled prune."""

@@ -1,0 +1,1 @@
+"""Limits: daily token quotas, rate limits, the usage trigger."""

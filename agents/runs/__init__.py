@@ -1,0 +1,1 @@
+"""Runs: creating, driving, leases, recovery, persistence, representation."""

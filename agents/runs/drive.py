@@ -1,0 +1,279 @@
+"""Driving a run: claim its lease, do units of work with no transaction open, commit each unit, hand the run
+back when the process stops. No lock, transaction or connection is held across a model call.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from django.utils import timezone
+
+from agents import engine
+from agents.engine.dispatch import schema_error
+from agents.errors import InvalidRequest, RunBusy, RunFinished
+from agents.limits import quotas
+from agents.models import Run, RunMode, RunStatus, StopReason
+from agents.providers import ProviderConfigError
+from agents.runs import doorbell, leases, persist, rows, runtime, signals, store
+from agents.tasks import advance_in_background
+
+log = logging.getLogger(__name__)
+
+
+def execute(*, run_id: uuid.UUID | str, units: int | None = None, start_budget: bool = False, owner=None) -> Run:
+    """Advance a running (or queued) run: `units` units, or until it stops or pauses (None). `owner`: the run's
+    owner, when the caller has the user object (spares reading their quota)."""
+    held = hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget, owner=owner)
+    return drive_held(held, units)
+
+
+def enqueue(run: Run, *, delay_s: float = 0.0) -> None:
+    """Put a background run on the task queue (a row in the same database, so it commits with the caller)."""
+    task = advance_in_background
+    if delay_s > 0:
+        task = task.using(run_after=timezone.now() + timedelta(seconds=delay_s))
+    task.enqueue(str(run.pk))
+
+
+BUSY_RETRY_S = 2.0
+
+
+def run_background(*, run_id) -> str:
+    """A task's share of a background run: drive it until it stops or pauses. The status it was left in.
+
+    A run that another worker holds right now is not dropped: the task comes back once that lease may be over. A
+    queued run's time budget starts now, when a worker first takes it.
+    """
+    try:
+        return execute(run_id=run_id, start_budget=True).status
+    except RunFinished:
+        return "skipped"
+    except RunBusy as exc:
+        if exc.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+            return "skipped"  # awaiting a decision: the decision re-queues it
+        enqueue(Run(pk=run_id), delay_s=BUSY_RETRY_S)
+        return "requeued"
+
+
+def _checked_decisions(held: store.Held, decisions: list[dict], field: str) -> list[dict]:
+    """The decisions, validated all or nothing against the held state (call ids, each edit against its tool's JSON
+    Schema); a single decision without a call id is for the first pending call. Raises InvalidRequest naming `field`.
+    """
+    waiting = engine.pending_actions(held.state)
+    if not waiting:
+        raise RunBusy("The run is not awaiting approval.", status=held.state.status)
+    if len(decisions) == 1 and decisions[0]["call_id"] is None:
+        decisions = [{**decisions[0], "call_id": waiting[0]["call_id"]}]
+    problem = engine.decision_problem(held.state, decisions)
+    if problem is not None:
+        known = ", ".join(a["call_id"] for a in waiting)
+        raise InvalidRequest({field: [f"{problem[0].upper()}{problem[1:]} (waiting: {known})."]})
+    tools = {a["call_id"]: a["tool"] for a in waiting}
+    for decision in decisions:
+        if decision.get("approved") and decision.get("arguments") is not None:
+            problem = arguments_problem(tools[decision["call_id"]], decision["arguments"])
+            if problem is not None:
+                where = f" (call {decision['call_id']})" if field == "decisions" else ""
+                raise InvalidRequest({field: [f"The edited arguments{where} do not fit the tool's schema: {problem}"]})
+    return decisions
+
+
+def arguments_problem(tool_name: str, arguments: Any) -> str | None:
+    """Why edited arguments do not fit the tool's JSON Schema, or None (the API and the admin share this rule)."""
+    tool = runtime.tool_registry().get(tool_name)
+    problem = schema_error(tool.parameters, arguments) if tool else None
+    if problem is None and not isinstance(arguments, dict):
+        problem = "arguments must be a JSON object"
+    return problem
+
+
+def cancel_run(*, run_id, actor=None) -> Run:
+    """Stop a run now; a worker holding it stops before its next model or tool call."""
+    updated = (
+        Run.objects.filter(pk=run_id)
+        .exclude(status=RunStatus.DONE)
+        .update(status=RunStatus.DONE, stop_reason=StopReason.CANCELLED, output=None, updated_at=timezone.now())
+    )
+    if not updated:
+        raise RunFinished("The run is already done.")
+    doorbell.ring(run_id)
+    run = Run.objects.get(pk=run_id)
+    signals.run_done.send(sender=Run, run=run, owner=None)  # the conditional UPDATE made it done: once per run
+    return run
+
+
+def _claim(run_id, statuses: list[str], start_budget: bool = False, owner_facts: bool = False) -> tuple[Run, str]:
+    """Take the run's lease with one conditional UPDATE that returns the run as taken (a queued run becomes running in
+    the same statement); the run and the lease token.
+
+    `start_budget`: a queued run's deadline is reset to now + its timeout_s (its budget starts when a worker first
+    takes it, not when it was queued); costs one read, so only the background worker asks for it. `owner_facts`: the
+    run carries its owner's quota override and webhook flag (persist.claim).
+    """
+    token, now = uuid.uuid4().hex, timezone.now()
+    run = None
+    if start_budget:
+        run = persist.claim_queued(run_id, token, now, leases.until(), owner_facts=owner_facts)
+    if run is None:
+        run = persist.claim(run_id, token, statuses, now, leases.until(), owner_facts=owner_facts)
+    if run is not None:
+        return run, token
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    if status is None:
+        raise Run.DoesNotExist
+    if status == RunStatus.DONE:
+        raise RunFinished("The run is done.")
+    raise RunBusy("Another request is advancing this run right now.", status=status)
+
+
+def hold(run_id, statuses: list[str], start_budget: bool = False, owner=None) -> store.Held:
+    run, token = _claim(run_id, statuses, start_budget, owner_facts=owner is None)
+    try:
+        # A run no unit has committed yet (version 0: a queued run's first take) has no steps to read.
+        state = rows.state_from_rows(run, run.steps.order_by("index") if run.version else [])
+    except BaseException:
+        release(run_id, token)
+        raise
+    if owner is None:  # a worker: what the quota gate and the notifications ask of the owner came with the run
+        owner = SimpleNamespace(pk=run.owner_id, quota_facts=(run.owner_quota,), has_webhooks=run.owner_has_webhooks)
+    return store.Held(run, token, state, owner=owner if owner.pk == run.owner_id else None)
+
+
+def release(run_id, token: str) -> None:
+    Run.objects.filter(pk=run_id, lease_owner=token).update(lease_owner="", lease_expires=None)
+
+
+def work(run_id, *, statuses: list[str], units: int | None, decision: dict | None = None, owner=None) -> Run:
+    held = hold(run_id, statuses, owner=owner)
+    return drive_held(held, units, decision)
+
+
+def drive_held(held: store.Held, units: int | None, decision: dict | None = None) -> Run:
+    """Record a decision (if any), then `units` units (None: until the run stops or pauses); release the lease."""
+    handed_back = False
+    try:
+        if decision is not None:
+            apply_decision(held, decision, last=units == 0)
+        _units(held, units)
+    except BaseException as exc:
+        if isinstance(exc, Exception):
+            raise
+        _hand_back(held)  # the process is being stopped (SIGTERM, GreenletExit): hand the run on
+        if not isinstance(exc, leases.Stopping):
+            raise
+        handed_back = True  # a graceful stop: the caller still answers, with the run as it is now
+    finally:
+        leases.drop(held.token)
+        if held.admission is not None:
+            held.admission.leave()
+        if not held.released:
+            release(held.run.pk, held.token)
+    if handed_back:
+        return held.result()
+    if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
+        enqueue(held.run)  # driven part of the way (a decision, a step): a worker carries it on
+    return held.result()
+
+
+def _hand_back(held: store.Held) -> None:
+    """Release the run now and queue it, so another worker continues it at once (a sync run as a background run)."""
+    run = held.run
+    Run.objects.filter(pk=run.pk, lease_owner=held.token).update(lease_owner="", lease_expires=None)
+    held.released = True
+    if held.state.status == RunStatus.RUNNING and continue_elsewhere(run):
+        run.mode = RunMode.BACKGROUND
+
+
+def continue_elsewhere(run: Run) -> bool:
+    """Queue a run no worker holds any more, so another worker carries it on: a sync run (whose caller is gone)
+    continues as a background run; a step run waits for its client, so it stays. True when queued."""
+    if run.mode == RunMode.STEP:
+        return False
+    if run.mode == RunMode.SYNC:
+        Run.objects.filter(pk=run.pk, mode=RunMode.SYNC).update(mode=RunMode.BACKGROUND)
+    enqueue(run)
+    return True
+
+
+def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
+    run = held.run
+    now = timezone.now()
+    expires = run.approval_expires_at
+    if decision["reviewer"] is not None and expires is not None and expires <= now:
+        raise RunBusy(f"The approval expired at {expires.isoformat()}; the system denies it.", status=run.status)
+    decisions = _checked_decisions(held, decision["decisions"], decision.get("field", "decisions"))
+    # Waiting for a human does not eat the run's budget: the deadline moves by the time spent paused.
+    paused_for = max((now - run.updated_at).total_seconds(), 0.0)
+    run.deadline = run.deadline + timedelta(seconds=paused_for)
+    held.state.deadline = rows.to_epoch(run.deadline)
+    toolset = runtime.build_toolset(run)
+    # The decisions are stored before the tools they allow run: a worker dying in a tool call loses no decision.
+    state, events = engine.decide(
+        held.state,
+        toolset,
+        runtime.clock,
+        decisions=decisions,
+        reviewer=decision["reviewer"],
+        interrupt=held.interrupt,
+        record_only=True,
+    )
+    record_only = decision.get("record_only", False)
+    store.commit_unit(held, state, events, release=record_only)
+    if record_only:
+        return
+    state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt)
+    store.commit_unit(held, state, events, release=last or state.status != RunStatus.RUNNING)
+
+
+def _units(held: store.Held, units: int | None) -> None:
+    if held.state.status != RunStatus.RUNNING or units == 0:
+        return
+    try:
+        model = runtime.build_model(held.run)
+    except ProviderConfigError as exc:
+        state = held.state.copy()
+        state.finish(engine.StopReason.MODEL_ERROR, error=str(exc))
+        return store.commit_unit(held, state, [], release=True)
+    held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.owner, held.run.pk)
+    model, toolset, done = Unheld(model, held.admission), runtime.build_toolset(held.run), 0
+    while held.state.status == RunStatus.RUNNING and (units is None or done < units):
+        _unit(held, model, toolset, last_unit=units is not None and done + 1 >= units)
+        done += 1
+
+
+def _unit(held: store.Held, model, toolset, last_unit: bool) -> None:
+    """One unit in two commits: the model's reply is stored before any tool it asked for runs (in one when it asked
+    only for instant tools, which run with it: agents/engine/loop.py `instant_calls`)."""
+    state, events = engine.advance(held.state, model, toolset, runtime.clock, held.interrupt, reply_only=True)
+    calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
+    store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or (last_unit and not calls_wait))
+    if calls_wait and held.state.status == RunStatus.RUNNING:
+        state, events = engine.advance(held.state, model, toolset, runtime.clock, held.interrupt)
+        store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or last_unit)
+
+
+class Unheld:
+    """A model whose calls hold no database connection: ours goes back (to the pool, or closed) before each call.
+
+    A run waits on its model for seconds; a connection held meanwhile is one of PostgreSQL's ~100 doing nothing.
+    Inside an atomic block (a caller's transaction, as in tests) the connection stays: closing it would break that.
+    """
+
+    def __init__(self, model, admission: quotas.Admission | None = None) -> None:
+        self.model, self.admission = model, admission
+
+    def complete(self, request):
+        if leases.stopping():  # this process is going away: hand the run on rather than start a call
+            raise leases.Stopping
+        if self.admission is not None:  # the owner's daily quota: wait for room (holding nothing), or stop (HostStop)
+            self.admission.leave()  # a reservation of an earlier call whose unit did not commit (a reflection)
+            self.admission.enter(request.timeout_s, idle=store.release_connection, request=request)
+        store.release_connection()
+        try:
+            return self.model.complete(request)
+        finally:
+            store.reacquire_connection()

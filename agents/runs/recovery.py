@@ -1,0 +1,70 @@
+"""Recovery: runs whose worker is gone go back to the queue, and another worker continues them from their last
+commit. The sweep finds runs whose worker died (anywhere); the hand-back is a process's own, on its way out."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from agents.models import Run, RunMode, RunStatus
+from agents.runs import drive, leases
+
+log = logging.getLogger(__name__)
+
+
+def sweep_orphans() -> list[str]:
+    """Hand runs whose worker died to the queue: the ids re-queued.
+
+    An orphan is a queued or running run (sync or background; step runs wait for their client) whose lease ran out,
+    or that has no lease and was last touched two leases ago, and that no live task will pick up: a ready task is
+    live; a running one only if it started less than two leases ago (a task worker that is alive renews its run's
+    lease, so a stale run under an older running task means that worker died: the task is marked failed). A sync run
+    whose HTTP worker died continues as a background run.
+    """
+    now = timezone.now()
+    lost_before = now - timedelta(seconds=2 * leases.lease_s())
+    stale = Q(lease_owner="", updated_at__lt=lost_before) | Q(lease_expires__lt=now)
+    candidates = list(
+        Run.objects.filter(stale, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(mode=RunMode.STEP)[:500]
+    )
+    if not candidates:
+        return []
+    tasks = DBTaskResult.objects.filter(status__in=["READY", "RUNNING"])
+    live: set[str] = set()
+    dead: list[int] = []
+    for pk, run_id, status, started in tasks.values_list("pk", "args_kwargs__args__0", "status", "started_at"):
+        if status == "RUNNING" and started is not None and started < lost_before:
+            dead.append(pk)
+        else:
+            live.add(str(run_id))
+    stale_ids = {str(run.pk) for run in candidates}
+    for task in DBTaskResult.objects.filter(pk__in=dead, status="RUNNING"):
+        if str((task.args_kwargs.get("args") or [""])[0]) in stale_ids:  # else its run is held: not ours to judge
+            task.set_failed(leases.WorkerLost("The worker running this task stopped renewing its run's lease."))
+            log.warning("task %s lost its worker; its run goes back on the queue", task.pk)
+    handed: list[str] = []
+    for run in candidates:
+        if str(run.pk) not in live and drive.continue_elsewhere(run):
+            handed.append(str(run.pk))
+    if handed:
+        log.warning("handed %d orphaned run(s) to the queue", len(handed))
+    return handed
+
+
+def hand_back_all() -> list[str]:
+    """This process is going away (a deploy's SIGTERM): release every lease it holds and queue those runs at once,
+    so another worker continues them now instead of after their leases run out. The ids handed back."""
+    held_runs = leases.holdings(clear=True)
+    if not held_runs:
+        return []
+    ours = leases.held_by_us(held_runs)
+    runs = list(ours.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]))
+    ours.update(lease_owner="", lease_expires=None)
+    for run in runs:
+        drive.continue_elsewhere(run)
+    log.warning("handed %d run(s) back to the queue on shutdown", len(runs))
+    return [str(r.pk) for r in runs]

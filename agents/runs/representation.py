@@ -1,0 +1,83 @@
+"""The run and the step as clients see them: one representation, shared by the HTTP API, the event stream and the
+webhooks (the API's serializers declare the same fields for the schema and answer with these).
+
+Built directly rather than through DRF's field machinery: the run object answers every run request, and building it
+field by field cost more than the rest of the response (docs/performance.md). Times are written as DRF writes them:
+ISO 8601 in the current time zone, UTC as `Z`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import timezone
+
+from agents.models import Run, Step
+from agents.runs import selectors
+
+# The fields each kind of step shows, from its stored data (API reference, "Steps").
+STEP_FIELDS = {
+    "model": ("thought", "text", "tool_calls", "final_answer", "usage"),
+    "tool": ("call_id", "name", "arguments", "output", "is_error"),
+    "approval": ("call_id", "name", "original_arguments", "arguments", "approved", "reviewer", "reason"),
+    "error": ("message",),
+}
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def when(moment: datetime | None) -> str | None:
+    """A time as the API writes it (DRF's ISO 8601 format), or None."""
+    if moment is None:
+        return None
+    if timezone.is_aware(moment):
+        moment = timezone.localtime(moment)
+    text = moment.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def usage_json(run: Run) -> dict:
+    return {
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "total_tokens": run.total_tokens,
+    }
+
+
+def pending_actions_json(run: Run) -> list[dict]:
+    """The calls waiting for a decision, first first (empty unless the run is awaiting approval)."""
+    return [{**a, "expires_at": when(a["expires_at"])} for a in selectors.pending_actions(run)]
+
+
+def run_json(run: Run) -> dict:
+    """The run object (without its steps)."""
+    thread_id = run.thread_id
+    actions = pending_actions_json(run)
+    data = {
+        "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
+        "output": run.output, "output_json": run.output_json, "turns": run.turns, "input": run.input,
+        "thread_id": str(thread_id) if thread_id is not None else None, "agent": run.agent, "mode": run.mode,
+        "protocol": run.protocol,
+        "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
+        "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
+        "sensitive_tools": run.sensitive_tools, "pending_action": actions[0] if actions else None,
+        "pending_actions": actions, "error": run.error,
+        "usage": usage_json(run), "created_at": when(run.created_at), "updated_at": when(run.updated_at),
+    }  # fmt: skip
+    if not run.max_reflections:
+        data.pop("max_reflections")  # shown only when used: the run object stays as it was before reflections
+    return data
+
+
+def step_json(step: Step) -> dict:
+    """One step: its index, kind, time and latency, and the fields of its kind."""
+    data = {"index": step.index, "kind": step.kind, "created_at": when(step.created_at), "latency_ms": step.latency_ms}
+    for name in STEP_FIELDS.get(step.kind, ()):
+        data[name] = step.data.get(name)
+    if step.data.get("reflection"):
+        data["reflection"] = True  # a critique between attempts (max_reflections)
+    return data
+
+
+def run_detail_json(run: Run) -> dict:
+    """The run object with its steps, in order."""
+    return {**run_json(run), "steps": [step_json(step) for step in run.steps.all()]}

@@ -1,0 +1,130 @@
+"""A human's decisions on a paused run (approve, edit, deny; one call or a batch), the system's denial of calls
+whose approval time ran out, and advancing a run one step at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.utils import timezone
+
+from agents import engine
+from agents.errors import InvalidRequest, NotAllowed, RunBusy, RunFinished
+from agents.limits import quotas
+from agents.models import Run, RunMode, RunStatus
+from agents.permissions import can_decide
+from agents.runs import drive, leases
+
+log = logging.getLogger(__name__)
+
+
+def advance_run(
+    *,
+    run_id,
+    actor,
+    approval: bool | None = None,
+    arguments=None,
+    reason: str | None = None,
+    decisions: list[dict] | None = None,
+    owner_id: int | None = None,
+) -> Run:
+    """The API's advance: one unit for a running run; a decision (then continue per mode) when paused.
+
+    Over the run owner's daily token quota: QuotaExceeded (429) before anything is recorded or called. `owner_id`
+    (the caller read the run) spares a read.
+    """
+    if owner_id is None:
+        owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
+    if owner_id is not None:
+        quotas.check_can_start(actor if owner_id == actor.pk else _user(owner_id))
+    if approval is not None or decisions is not None:  # a decision: for a paused run only, never a plain step
+        return decide_approval(
+            run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason, decisions=decisions
+        )
+    try:
+        return drive.execute(run_id=run_id, units=1, owner=actor)
+    except RunBusy as exc:
+        if exc.status != RunStatus.AWAITING_APPROVAL:
+            raise
+    raise InvalidRequest({"approval": ["This run is awaiting approval: send approval true or false, or decisions."]})
+
+
+def decide_approval(
+    *,
+    run_id,
+    actor,
+    approved: bool | None = None,
+    arguments=None,
+    reason: str | None = None,
+    decisions: list[dict] | None = None,
+    continue_run: bool = False,
+) -> Run:
+    """Record a reviewer's decisions on pending calls; the run then continues as its mode says.
+
+    `decisions` (`[{"call_id", "approved", "arguments"?, "reason"?}]`) decides several calls of the paused reply at
+    once, all or nothing; without it, `approved`/`arguments`/`reason` decide the first pending call.
+    `continue_run` (the admin console) drives any run on until it pauses again or stops.
+    """
+    run = Run.objects.get(pk=run_id)
+    if not can_decide(actor, run):
+        raise NotAllowed("You may not decide approvals for this run.")
+    if run.status != RunStatus.AWAITING_APPROVAL:
+        raise (
+            RunFinished("The run is not awaiting approval.")
+            if run.status == RunStatus.DONE
+            else RunBusy("The run is not awaiting approval.", status=run.status)
+        )
+    if decisions is None:
+        if approved is None:
+            raise InvalidRequest({"approval": ["Send approval true or false, or decisions."]})
+        batch, field = [{"call_id": None, "approved": approved, "arguments": arguments, "reason": reason}], "arguments"
+    else:
+        batch, field = [dict(d) for d in decisions], "decisions"
+    decision = {"decisions": batch, "reviewer": actor.get_username(), "field": field}
+    background = run.mode == RunMode.BACKGROUND
+    units = None if (run.mode == RunMode.SYNC or (continue_run and not background)) else 0
+    return drive.work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, owner=actor)
+
+
+def _user(user_id: int):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model()(pk=user_id)
+
+
+EXPIRED = "expired"
+
+
+def expire_approvals(*, run_id) -> bool:
+    """Deny, as the system (`reviewer: null`, `reason: "expired"`), every call of a paused run whose time is up; the
+    run then goes on as after a denial: queued for a worker (a sync run, whose caller is gone, as a background run),
+    a step run left for its client. False when there was nothing to expire (decided meanwhile, or not yet due).
+
+    Takes the run's lease as a decision does, so of a decision racing the expiry and the expiry exactly one is
+    recorded (the other finds the run no longer awaiting, or busy, and records nothing).
+    """
+    try:
+        held = drive.hold(run_id, [RunStatus.AWAITING_APPROVAL])
+    except (RunBusy, RunFinished, Run.DoesNotExist):
+        return False
+    try:
+        expires = held.run.approval_expires_at
+        if expires is None or expires > timezone.now():
+            return False
+        waiting = engine.pending_actions(held.state)
+        decisions = [{"call_id": a["call_id"], "approved": False, "reason": EXPIRED} for a in waiting]
+        drive.apply_decision(held, {"decisions": decisions, "reviewer": None, "record_only": True}, last=True)
+    finally:
+        leases.drop(held.token)
+        if not held.released:
+            drive.release(held.run.pk, held.token)
+    if held.state.status == RunStatus.RUNNING:
+        drive.continue_elsewhere(held.run)
+    return True
+
+
+def sweep_expired_approvals(limit: int = 100) -> int:
+    """The worker's schedule: expire every paused run whose calls' time is up (oldest first). How many expired."""
+    due = Run.objects.filter(status=RunStatus.AWAITING_APPROVAL, approval_expires_at__lte=timezone.now())
+    ids = list(due.order_by("approval_expires_at").values_list("pk", flat=True)[:limit])
+    return sum(expire_approvals(run_id=run_id) for run_id in ids)

@@ -1,0 +1,59 @@
+"""Factories of a run's engine inputs: the clock, its tools (with the host-injected context) and its model."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+
+from agents import providers
+from agents.engine import Toolset, wrapping
+from agents.models import Run
+from agents.providers import Provider, get_provider
+from agents.tools import Tool, ToolContext, ToolRegistry, load_builtin_tools, mcp
+from memory import tools as memory_tools  # noqa: F401  (registers remember and recall)
+
+
+def warm() -> None:
+    """Build before serving what a process would otherwise build during its first runs, while every run then in flight
+    in that (gevent) process waits, about a second in all: the SDKs of the providers that can be used, and the
+    engine's look-alike table for tool output (~0.25 s). gunicorn's post_worker_init and run_worker call it."""
+    wrapping.warm()
+    providers.warm()
+
+
+def clock() -> float:
+    """Wall-clock seconds: deadlines are shared between processes."""
+    return time.time()
+
+
+def tool_registry() -> ToolRegistry:
+    """Every registered tool (built-ins and app tools) and the tools of the configured MCP servers."""
+    return mcp.with_mcp_tools(load_builtin_tools())
+
+
+def sensitive_floor() -> list[str]:
+    """AGENT_SENSITIVE_TOOLS and the tools of every MCP server not configured `"sensitive": false`."""
+    return list(settings.AGENT_SENSITIVE_TOOLS) + mcp.sensitive_names()
+
+
+def build_toolset(run: Run) -> Toolset:
+    """The run's tools with a host-injected context: the owner comes from the run, never from the model."""
+    context = ToolContext(user_id=run.owner_id, run_id=str(run.id))
+    return Toolset(tools=run_tools(run.tools), context=context, max_output_chars=settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+
+
+def run_tools(names: list[str] | None) -> dict[str, Tool]:
+    """The named tools (all when None), in name order. An MCP tool this process has no listing of now (its server
+    is down, or was at start) gets a stand-in that reaches the server if it is back: the run goes on, with a tool
+    error if the server is still down."""
+    registry = tool_registry()
+    if names is None:
+        return registry.select()
+    stand_ins = {n: t for n in names if registry.get(n) is None and (t := mcp.placeholder(n)) is not None}
+    tools = registry.select([n for n in names if n not in stand_ins]) | stand_ins
+    return dict(sorted(tools.items()))
+
+
+def build_model(run: Run) -> Provider:
+    return get_provider(run.provider, run.model)

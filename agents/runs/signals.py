@@ -1,0 +1,12 @@
+"""What a run's commits tell the rest of the service: the run has just finished, or has just started waiting for a
+decision. Sent once per change, after its commit (outside any transaction); `run` is the run as committed, `owner`
+its owner's user object when the sender has it (else None). The notifications (webhooks, reviewer e-mail) listen
+(connected in agents/apps.py), so the runs never import what tells about them.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+run_done = Signal()  # kwargs: run, owner
+run_awaiting_approval = Signal()  # kwargs: run, owner

@@ -1,0 +1,285 @@
+"""What a client submits: a run (checked, stored and, for a sync run, driven to its end), a thread, a direct
+tool call. Services own their transactions.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, Value, When
+from django.utils import timezone
+
+from agents.engine import history as thread_history
+from agents.engine import schemas
+from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
+from agents.errors import InvalidRequest, NotAllowed, ThreadBusy, UnknownTool
+from agents.limits import quotas
+from agents.models import Agent, Run, RunMode, RunStatus, Thread
+from agents.permissions import can_invoke_sensitive
+from agents.providers import ProviderConfigError, validate_choice
+from agents.runs import drive, idempotency, leases, persist, rows, runtime, store
+from agents.tools import ToolContext
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    input: str
+    mode: str = RunMode.SYNC
+    protocol: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    max_turns: int | None = None  # None: the agent's, else AGENT_DEFAULT_MAX_TURNS (8)
+    timeout_s: float | None = None  # None: the agent's, else AGENT_DEFAULT_TIMEOUT_S (60)
+    tools: list[str] | None = None
+    sensitive_tools: tuple[str, ...] = ()
+    max_reflections: int = 0
+    thread_id: uuid.UUID | str | None = None
+    approval_ttl_s: int | None = None
+    agent: str | None = None  # an Agent's name: the run starts from its configuration; fields given here override it
+    instructions: str | None = None
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    output_schema: dict | None = None
+
+
+def submit_run(*, owner, options: RunOptions, key_id: int | None = None) -> Run:
+    """Create a run and start it as its mode says: sync runs on, step does one unit, background is queued.
+
+    `key_id`: the request's idempotency key, bound to the run as it is inserted (agents/runs/idempotency.py). Over the
+    owner's daily token quota: QuotaExceeded (429), and nothing is stored. A sync run whose process is stopping (a
+    deploy) is handed back to the queue and returned as it is, continuing in the background.
+    """
+    if options.mode == RunMode.BACKGROUND:
+        with transaction.atomic():  # the run and its task commit together: no run is left without a task
+            run = start_run(owner=owner, options=options, key_id=key_id)
+            drive.enqueue(run)
+        return run
+    token = uuid.uuid4().hex
+    # Inserted already held by this worker, which calls the model next: like a unit's commit that a model call
+    # follows, the insert may skip waiting for its flush (AGENT_RELAXED_COMMITS). The request's last commit waits
+    # for it, and so makes the run durable before any response tells the client about it.
+    relaxed = settings.AGENT_RELAXED_COMMITS
+    run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed, key_id=key_id)
+    held = store.Held(run, token, rows.state_from_rows(run, []), owner=owner)
+    return drive.drive_held(held, None if options.mode == RunMode.SYNC else 1)
+
+
+def start_run(
+    *,
+    owner,
+    options: RunOptions,
+    lease_owner: str = "",
+    new_thread: bool = False,
+    relaxed: bool = False,
+    key_id: int | None = None,
+) -> Run:
+    """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held. `relaxed`:
+    the insert does not wait for the database's flush (persist.insert_run); only for a run this request drives on.
+
+    `new_thread` starts a thread for it (titled from its input) in the same transaction: a run that cannot start
+    leaves no empty thread. `key_id`: an idempotency key bound to the run in the insert's transaction. Over the
+    owner's daily token quota: QuotaExceeded, and nothing is stored.
+    """
+    quotas.check_can_start(owner)
+    if new_thread:
+        with transaction.atomic():
+            thread = create_thread(owner=owner)
+            return start_run(
+                owner=owner,
+                options=replace(options, thread_id=thread.pk),
+                lease_owner=lease_owner,
+                relaxed=relaxed,
+                key_id=key_id,
+            )
+    options = with_agent(options)
+    provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
+    try:
+        model = validate_choice(provider, options.model)
+    except ProviderConfigError as exc:
+        field = "model" if "Model" in str(exc) else "provider"
+        raise InvalidRequest({field: [str(exc)]}) from None
+    names = _tool_names(options.tools, "tools")
+    flagged = {t.name for t in runtime.tool_registry().select(names).values() if t.sensitive}
+    client = set(_tool_names(list(options.sensitive_tools), "sensitive_tools"))
+    sensitive = sorted(set(runtime.sensitive_floor()) | flagged | client)
+    thread, history = _thread_and_history(owner, options.thread_id)
+    now = timezone.now()
+    timeout_s = options.timeout_s if options.timeout_s is not None else settings.AGENT_DEFAULT_TIMEOUT_S
+    deadline = now + timedelta(seconds=timeout_s)
+    run = Run(
+        owner=owner,
+        thread=thread,
+        history=history,
+        agent=options.agent,
+        instructions=options.instructions or "",
+        temperature=options.temperature,
+        max_output_tokens=options.max_output_tokens,
+        output_schema=options.output_schema,
+        input=options.input,
+        mode=options.mode,
+        protocol=options.protocol or settings.AGENT_DEFAULT_PROTOCOL,
+        provider=provider,
+        model=model,
+        max_turns=options.max_turns if options.max_turns is not None else settings.AGENT_DEFAULT_MAX_TURNS,
+        timeout_s=timeout_s,
+        tools=names,
+        sensitive_tools=sensitive,
+        max_reflections=options.max_reflections,
+        approval_ttl_s=options.approval_ttl_s or settings.AGENT_APPROVAL_TTL_S,
+        status=RunStatus.QUEUED if options.mode == RunMode.BACKGROUND else RunStatus.RUNNING,
+        deadline=deadline,
+        lease_owner=lease_owner,
+        lease_expires=leases.until() if lease_owner else None,
+        created_at=now,
+        updated_at=now,
+    )
+    if thread is None and key_id is None:
+        persist.insert_run(run, relaxed=relaxed)
+        return run
+    if thread is None:
+        with transaction.atomic():  # the key names the run from the moment it exists
+            persist.insert_run(run, relaxed=relaxed)
+            idempotency.bind(key_id, run.pk)
+        return run
+    try:
+        with transaction.atomic():  # the thread's partial unique index refuses a second run that is not done
+            persist.insert_run(run, relaxed=relaxed)
+            if key_id is not None:
+                idempotency.bind(key_id, run.pk)
+            title = Case(When(title="", then=Value(options.input[:80])), default=F("title"))
+            Thread.objects.filter(pk=thread.pk).update(updated_at=now, title=title)
+    except IntegrityError:
+        raise ThreadBusy("This thread already has a run in progress; wait for it to finish or cancel it.") from None
+    return run
+
+
+# The bounds of a run's settings, for a request (agents.api.serializers) and an agent (agent_problems) alike.
+RUN_LIMITS = {"max_turns": (1, 50), "timeout_s": (1, 600), "temperature": (0, 2), "max_output_tokens": (1, 32000)}
+
+
+AGENT_FIELDS = (
+    "instructions", "provider", "model", "protocol", "tools", "max_turns", "timeout_s", "temperature",
+    "max_output_tokens", "output_schema",
+)  # fmt: skip
+
+
+def with_agent(options: RunOptions) -> RunOptions:
+    """The options with the named agent's configuration under them: a field the request gave wins; sensitive tools
+    are the union (a request can widen the approval gate, never narrow it). Unknown agent: InvalidRequest."""
+    if options.agent is None:
+        return options
+    agent = Agent.objects.filter(name=options.agent).first()
+    if agent is None:
+        known = ", ".join(Agent.objects.order_by("name").values_list("name", flat=True)[:20]) or "none yet"
+        raise InvalidRequest({"agent": [f"No agent named {options.agent!r}. Known: {known}."]})
+    merged: dict[str, Any] = {}
+    for name in AGENT_FIELDS:
+        value = getattr(agent, name)
+        if getattr(options, name) is None and value not in (None, ""):
+            merged[name] = value
+    merged["sensitive_tools"] = tuple(sorted({*options.sensitive_tools, *(agent.sensitive_tools or [])}))
+    if "output_schema" in merged:  # stored before references were checked: refused as a request's would be
+        problem = output_schema_problem(merged["output_schema"])
+        if problem:
+            raise InvalidRequest({"output_schema": [f"Agent {agent.name!r}: {problem}"]})
+    return replace(options, **merged)
+
+
+def agent_problems(agent) -> dict[str, list[str]]:
+    """What a run would refuse in this agent's configuration, by field (the admin shows them before saving)."""
+    problems: dict[str, list[str]] = {}
+    if agent.provider or agent.model:
+        try:
+            validate_choice(agent.provider or settings.AGENT_DEFAULT_PROVIDER, agent.model or None)
+        except ProviderConfigError as exc:
+            problems["model" if "Model" in str(exc) and agent.model else "provider"] = [str(exc)]
+    for field in ("tools", "sensitive_tools"):
+        names = getattr(agent, field)
+        if names is None:
+            continue
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            problems[field] = ["A list of tool names."]
+            continue
+        try:
+            _tool_names(names, field)
+        except InvalidRequest as exc:
+            problems.update(exc.detail)
+    for field, (low, high) in RUN_LIMITS.items():
+        value = getattr(agent, field)
+        if value is not None and not low <= value <= high:
+            problems[field] = [f"Must be between {low} and {high}."]
+    if agent.output_schema is not None:
+        problem = output_schema_problem(agent.output_schema)
+        if problem:
+            problems["output_schema"] = [problem]
+    return problems
+
+
+def output_schema_problem(schema: Any) -> str | None:
+    """Why `schema` is not a usable output schema (a valid JSON Schema object whose references all resolve inside
+    it: nothing is ever fetched), or None."""
+    return schemas.schema_problem(schema)
+
+
+def _thread_and_history(owner, thread_id) -> tuple[Thread | None, list[dict]]:
+    """The owner's thread and its earlier runs as the new run's history (bounded): two queries, however long."""
+    if thread_id is None:
+        return None, []
+    try:
+        thread_id = uuid.UUID(str(thread_id))
+    except ValueError:
+        raise InvalidRequest({"thread_id": ["Must be a valid UUID."]}) from None
+    thread = Thread.objects.filter(pk=thread_id, owner=owner).first()
+    if thread is None:
+        raise InvalidRequest({"thread_id": ["No thread with this id."]})
+    latest = Run.objects.filter(thread=thread).order_by("-created_at")
+    limit = max(settings.AGENT_THREAD_HISTORY_RUNS, 1)  # the latest run is read even with no history shown
+    turns = list(latest.values("input", "output", "stop_reason", "status")[:limit])
+    if turns and turns[0]["status"] != RunStatus.DONE:
+        raise ThreadBusy(f"This thread's latest run is {turns[0]['status']}; wait for it to finish or cancel it.")
+    turns = [{k: t[k] for k in ("input", "output", "stop_reason")} for t in reversed(turns)]
+    return thread, thread_history.bounded(
+        turns, settings.AGENT_THREAD_HISTORY_RUNS, settings.AGENT_THREAD_HISTORY_CHARS
+    )
+
+
+def create_thread(*, owner, title: str = "") -> Thread:
+    return Thread.objects.create(owner=owner, title=title)
+
+
+def delete_thread(*, thread: Thread) -> None:
+    """Delete a thread with its runs and their steps (one cascade, in one transaction)."""
+    with transaction.atomic():
+        thread.delete()
+
+
+def _tool_names(names: list[str] | None, field: str) -> list[str]:
+    registry = runtime.tool_registry()
+    if names is None:
+        return registry.names()
+    unknown = sorted({n for n in names if registry.get(n) is None})
+    if unknown:
+        raise InvalidRequest({field: [f"Unknown tool(s): {', '.join(unknown)}. Known: {', '.join(registry.names())}."]})
+    return sorted(set(names))
+
+
+def invoke_tool(*, actor, name: str, arguments: Any) -> ToolResult:
+    """Run one tool directly for the actor (no run): sensitive tools need the approval right."""
+    tool = runtime.tool_registry().get(name)
+    if tool is None:
+        raise UnknownTool(f"Unknown tool '{name}'.")
+    if (tool.sensitive or name in runtime.sensitive_floor()) and not can_invoke_sensitive(actor):
+        raise NotAllowed("This tool is sensitive: invoking it needs the agents.review_run permission.")
+    problem = schema_error(tool.parameters, arguments)
+    if problem is not None:
+        raise InvalidRequest({"arguments": [problem]})
+    toolset = Toolset({name: tool}, ToolContext(user_id=actor.pk), settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+    return run_tool(toolset, name, arguments, tool.timeout_s)
