@@ -239,7 +239,7 @@ def _document_tools(paths: dict, template: str, operation: dict) -> None:
             parameter["description"] = "A name no tool has: 404. Each tool has its own path below."
     for tool_name in names:
         tool = registry.get(tool_name)
-        sensitive = tool.sensitive or tool_name in floor
+        sensitive = runtime.is_sensitive(tool, floor)
         paths[template.replace("{name}", tool_name)] = {"post": _tool_operation(operation, tool, sensitive)}
 
 

@@ -143,4 +143,4 @@ def _release(run: Run, token: str) -> None:
     """Give the lease back; a replay that did not finish (an exception) is marked done, never left to continue."""
     unfinished = Run.objects.filter(pk=run.pk, lease_owner=token).exclude(status=RunStatus.DONE)
     unfinished.update(status=RunStatus.DONE, stop_reason=StopReason.CANCELLED, error="replay interrupted", output=None)
-    Run.objects.filter(pk=run.pk, lease_owner=token).update(lease_owner="", lease_expires=None)
+    leases.release(run.pk, token)

@@ -136,15 +136,11 @@ def hold(run_id, statuses: list[str], start_budget: bool = False, owner=None) ->
         # A run no unit has committed yet (version 0: a queued run's first take) has no steps to read.
         state = rows.state_from_rows(run, run.steps.order_by("index") if run.version else [])
     except BaseException:
-        release(run_id, token)
+        leases.release(run_id, token)
         raise
     if owner is None:  # a worker: what the quota gate and the notifications ask of the owner came with the run
         owner = SimpleNamespace(pk=run.owner_id, quota_facts=(run.owner_quota,), has_webhooks=run.owner_has_webhooks)
     return store.Held(run, token, state, owner=owner if owner.pk == run.owner_id else None)
-
-
-def release(run_id, token: str) -> None:
-    Run.objects.filter(pk=run_id, lease_owner=token).update(lease_owner="", lease_expires=None)
 
 
 def work(run_id, *, statuses: list[str], units: int | None, decision: dict | None = None, owner=None) -> Run:
@@ -171,7 +167,7 @@ def drive_held(held: store.Held, units: int | None, decision: dict | None = None
         if held.admission is not None:
             held.admission.leave()
         if not held.released:
-            release(held.run.pk, held.token)
+            leases.release(held.run.pk, held.token)
     if handed_back:
         return held.result()
     if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
@@ -182,7 +178,7 @@ def drive_held(held: store.Held, units: int | None, decision: dict | None = None
 def _hand_back(held: store.Held) -> None:
     """Release the run now and queue it, so another worker continues it at once (a sync run as a background run)."""
     run = held.run
-    Run.objects.filter(pk=run.pk, lease_owner=held.token).update(lease_owner="", lease_expires=None)
+    leases.release(run.pk, held.token)
     held.released = True
     if held.state.status == RunStatus.RUNNING and continue_elsewhere(run):
         run.mode = RunMode.BACKGROUND

@@ -29,6 +29,15 @@ _lock = threading.Lock()
 _keeper: threading.Thread | None = None
 
 
+RELEASED = {"lease_owner": "", "lease_expires": None}  # a run no process holds
+
+
+def release(run_id: Any, token: str, **also: Any) -> int:
+    """The one way a lease is given back: the run loses it only if `token` still holds it (one conditional UPDATE,
+    which sets `also` with it); the number of runs released (0: the lease had gone to another process already)."""
+    return Run.objects.filter(pk=run_id, lease_owner=token).update(**RELEASED, **also)
+
+
 def lease_s() -> float:
     return float(settings.AGENT_LEASE_S)
 

@@ -63,7 +63,7 @@ def hand_back_all() -> list[str]:
         return []
     ours = leases.held_by_us(held_runs)
     runs = list(ours.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]))
-    ours.update(lease_owner="", lease_expires=None)
+    ours.update(**leases.RELEASED)
     for run in runs:
         drive.continue_elsewhere(run)
     log.warning("handed %d run(s) back to the queue on shutdown", len(runs))

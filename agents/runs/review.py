@@ -117,7 +117,7 @@ def expire_approvals(*, run_id) -> bool:
     finally:
         leases.drop(held.token)
         if not held.released:
-            drive.release(held.run.pk, held.token)
+            leases.release(held.run.pk, held.token)
     if held.state.status == RunStatus.RUNNING:
         drive.continue_elsewhere(held.run)
     return True

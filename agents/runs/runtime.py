@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 from django.conf import settings
 
@@ -35,6 +36,20 @@ def tool_registry() -> ToolRegistry:
 def sensitive_floor() -> list[str]:
     """AGENT_SENSITIVE_TOOLS and the tools of every MCP server not configured `"sensitive": false`."""
     return list(settings.AGENT_SENSITIVE_TOOLS) + mcp.sensitive_names()
+
+
+def is_sensitive(tool: Tool, floor: Collection[str] | None = None) -> bool:
+    """The one rule: a tool needs a human's approval (in a run) or the approval right (invoked directly) when it says
+    so itself or the deployment lists it (`sensitive_floor`; pass it when judging many tools at once)."""
+    return tool.sensitive or tool.name in (sensitive_floor() if floor is None else floor)
+
+
+def sensitive_names(names: list[str] | None, also: Collection[str] = ()) -> list[str]:
+    """A new run's approval gate: the deployment's floor, the run's tools that are sensitive, and what the client or
+    agent adds (`also`): a run can widen the gate, never narrow it."""
+    floor = set(sensitive_floor())
+    tools = tool_registry().select(names).values()
+    return sorted(floor | {t.name for t in tools if is_sensitive(t, floor)} | set(also))
 
 
 def build_toolset(run: Run) -> Toolset:

@@ -101,7 +101,7 @@ def commit_unit(held: Held, state: RunState, events: list[dict], *, release: boo
     fields = _storable(rows.run_fields(state))
     fields |= {"deadline": run.deadline, "updated_at": now, "version": run.version + 1}
     fields["approval_expires_at"] = _expiry(run, held.state.status, state.status, now)
-    lease = {"lease_owner": "", "lease_expires": None}
+    lease = dict(leases.RELEASED)
     if not release:
         lease = {"lease_owner": held.token, "lease_expires": leases.until()}
     fields |= lease
@@ -159,8 +159,7 @@ def _cancelled(held: Held, state: RunState, fields: dict) -> None:
     """Cancelled meanwhile: nothing is appended to a done run (a stream that sent `done` has ended), but the model
     calls this unit paid for still count in the run's usage."""
     counters = {k: fields[k] for k in ("turns", "reflections", "prompt_tokens", "completion_tokens")}
-    ours = Run.objects.filter(pk=held.run.pk, lease_owner=held.token)
-    if not ours.update(**counters, lease_owner="", lease_expires=None):
+    if not leases.release(held.run.pk, held.token, **counters):
         raise RunBusy("This worker lost the run's lease.")
     committed = held.state.steps
     held.run.refresh_from_db()

@@ -107,9 +107,7 @@ def start_run(
         field = "model" if "Model" in str(exc) else "provider"
         raise InvalidRequest({field: [str(exc)]}) from None
     names = _tool_names(options.tools, "tools")
-    flagged = {t.name for t in runtime.tool_registry().select(names).values() if t.sensitive}
-    client = set(_tool_names(list(options.sensitive_tools), "sensitive_tools"))
-    sensitive = sorted(set(runtime.sensitive_floor()) | flagged | client)
+    sensitive = runtime.sensitive_names(names, also=_tool_names(list(options.sensitive_tools), "sensitive_tools"))
     thread, history = _thread_and_history(owner, options.thread_id)
     now = timezone.now()
     timeout_s = options.timeout_s if options.timeout_s is not None else settings.AGENT_DEFAULT_TIMEOUT_S
@@ -276,7 +274,7 @@ def invoke_tool(*, actor, name: str, arguments: Any) -> ToolResult:
     tool = runtime.tool_registry().get(name)
     if tool is None:
         raise UnknownTool(f"Unknown tool '{name}'.")
-    if (tool.sensitive or name in runtime.sensitive_floor()) and not can_invoke_sensitive(actor):
+    if runtime.is_sensitive(tool) and not can_invoke_sensitive(actor):
         raise NotAllowed("This tool is sensitive: invoking it needs the agents.review_run permission.")
     problem = schema_error(tool.parameters, arguments)
     if problem is not None:

@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django_tasks_db.models import DBTaskResult
 
 from agents.models import Run
-from agents.runs import drive
+from agents.runs import drive, leases
 from tests.api.conftest import RUNS, create_run
 from tests.conftest import client_for
 
@@ -131,7 +131,7 @@ def test_a_task_that_finds_its_run_busy_comes_back_later(api):
     (task,) = DBTaskResult.objects.filter(status="READY")
     assert task.run_after is not None and task.run_after > timezone.now() + timedelta(seconds=1)
 
-    drive.release(run_id, held)
+    leases.release(run_id, held)
     DBTaskResult.objects.filter(pk=task.pk).update(run_after=timezone.now())  # its time has come
     work()
     assert Run.objects.get(pk=run_id).stop_reason == "final_answer"

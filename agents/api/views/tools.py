@@ -28,7 +28,7 @@ class ToolViewSet(viewsets.ViewSet):
         floor = set(runtime.sensitive_floor())
         registry = runtime.tool_registry()
         tools = [registry.get(n) for n in registry.names()]
-        return Response([t.describe(sensitive=t.name in floor or t.sensitive) for t in tools])
+        return Response([t.describe(sensitive=runtime.is_sensitive(t, floor)) for t in tools])
 
     @extend_schema(request=ToolInvokeSerializer, responses=ToolResultSerializer)
     @action(detail=True, methods=["post"])
