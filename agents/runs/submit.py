@@ -100,18 +100,19 @@ def start_run(
                 key_id=key_id,
             )
     options = with_agent(options)
-    provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
-    try:
-        model = validate_choice(provider, options.model)
-    except ProviderConfigError as exc:
-        field = "model" if "Model" in str(exc) else "provider"
-        raise InvalidRequest({field: [str(exc)]}) from None
+    provider, model = _checked_model(options)
     names = _tool_names(options.tools, "tools")
     sensitive = runtime.sensitive_names(names, also=_tool_names(list(options.sensitive_tools), "sensitive_tools"))
     thread, history = _thread_and_history(owner, options.thread_id)
+    run = _new_run(owner, options, thread, history, provider, model, names, sensitive, lease_owner)
+    _insert(run, thread, key_id, relaxed)
+    return run
+
+
+def _new_run(owner, options: RunOptions, thread, history, provider, model, names, sensitive, lease_owner) -> Run:
+    """The run row a checked request makes, with the defaults of what it left out (not stored yet)."""
     now = timezone.now()
     timeout_s = options.timeout_s if options.timeout_s is not None else settings.AGENT_DEFAULT_TIMEOUT_S
-    deadline = now + timedelta(seconds=timeout_s)
     run = Run(
         owner=owner,
         thread=thread,
@@ -133,30 +134,45 @@ def start_run(
         max_reflections=options.max_reflections,
         approval_ttl_s=options.approval_ttl_s or settings.AGENT_APPROVAL_TTL_S,
         status=RunStatus.QUEUED if options.mode == RunMode.BACKGROUND else RunStatus.RUNNING,
-        deadline=deadline,
+        deadline=now + timedelta(seconds=timeout_s),
         lease_owner=lease_owner,
         lease_expires=leases.until() if lease_owner else None,
         created_at=now,
         updated_at=now,
     )
+    return run
+
+
+def _checked_model(options: RunOptions) -> tuple[str, str]:
+    """The run's provider and model, checked (400 naming the field at fault)."""
+    provider = options.provider or settings.AGENT_DEFAULT_PROVIDER
+    try:
+        return provider, validate_choice(provider, options.model)
+    except ProviderConfigError as exc:
+        field = "model" if "Model" in str(exc) else "provider"
+        raise InvalidRequest({field: [str(exc)]}) from None
+
+
+def _insert(run: Run, thread: Thread | None, key_id: int | None, relaxed: bool) -> None:
+    """Store the new run; with a key, bind it in the same transaction; in a thread, only if the thread's latest run
+    is done (the thread's partial unique index refuses a second one: ThreadBusy), titling an untitled thread."""
     if thread is None and key_id is None:
         persist.insert_run(run, relaxed=relaxed)
-        return run
+        return
     if thread is None:
         with transaction.atomic():  # the key names the run from the moment it exists
             persist.insert_run(run, relaxed=relaxed)
             idempotency.bind(key_id, run.pk)
-        return run
+        return
     try:
-        with transaction.atomic():  # the thread's partial unique index refuses a second run that is not done
+        with transaction.atomic():
             persist.insert_run(run, relaxed=relaxed)
             if key_id is not None:
                 idempotency.bind(key_id, run.pk)
-            title = Case(When(title="", then=Value(options.input[:80])), default=F("title"))
-            Thread.objects.filter(pk=thread.pk).update(updated_at=now, title=title)
+            title = Case(When(title="", then=Value(run.input[:80])), default=F("title"))
+            Thread.objects.filter(pk=thread.pk).update(updated_at=run.created_at, title=title)
     except IntegrityError:
         raise ThreadBusy("This thread already has a run in progress; wait for it to finish or cancel it.") from None
-    return run
 
 
 # The bounds of a run's settings, for a request (agents.api.serializers) and an agent (agent_problems) alike.
