@@ -1,63 +1,28 @@
-"""The operator console: read-only runs with their traces, threads, pending approvals, decisions through services,
-token quotas and usage."""
+"""The runs page: read-only runs with their traces, the pending calls of a paused run and its decisions."""
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import (
-    Count,
-    DurationField,
     Exists,
-    ExpressionWrapper,
-    F,
-    IntegerField,
     OuterRef,
-    Prefetch,
-    Subquery,
-    Value,
 )
-from django.db.models.functions import Cast, Coalesce
 from django.http import HttpRequest, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html_join
-from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
-from django.utils.timesince import timesince, timeuntil
 
 from agents import errors
+from agents.admin.base import INPUT_CHARS, ReadOnlyAdmin, thread_label
 from agents.evals.actions import make_eval_case
-from agents.models import PendingApproval, Run, RunStatus, Step, StepKind, Thread
+from agents.models import Run, RunStatus, Step, StepKind, Thread
 from agents.permissions import can_decide, can_review
-from agents.runs import drive, review, selectors, submit
-
-INPUT_CHARS = 60
-ARGUMENTS_CHARS = 120  # a call's arguments on one line of the approvals queue (the run page shows them whole)
-
-
-def thread_label(thread: Thread) -> str:
-    """A thread on one line: its title cut short, or its short id when it has none."""
-    return Truncator(" ".join(thread.title.split()) or str(thread.pk)[:8]).chars(INPUT_CHARS)
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Audit rows are read-only by construction: no add, no edit (delete stays with the run's owner or staff)."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_view_permission(self, request, obj=None) -> bool:
-        # agents.review_run means "see every run and decide approvals": reviewers need these pages to decide.
-        return super().has_view_permission(request, obj) or can_review(request.user)
+from agents.runs import drive, review, selectors
 
 
 class ApprovalExpiredFilter(admin.SimpleListFilter):
@@ -314,133 +279,6 @@ def _step_view(step: Step) -> dict:
     view["long_output"] = len(output) > LONG_OUTPUT_CHARS
     view["output_head"] = output[:LONG_OUTPUT_CHARS]
     return view
-
-
-@admin.register(Thread)
-class ThreadAdmin(ReadOnlyAdmin):
-    """Conversations: read-only; the page lists the thread's runs oldest first, each a link to its trace."""
-
-    list_display = ["name", "owner", "run_count", "updated_at"]
-    list_filter = [("owner", admin.RelatedOnlyFieldListFilter)]
-    search_fields = ["title", "id", "owner__username"]
-    list_select_related = ["owner"]
-    fields = ["id", "title", "owner", "created_at", "updated_at"]
-    change_form_template = "admin/agents/thread/change_form.html"
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).annotate(run_count=Count("runs"))  # one query for the list, no N+1
-
-    def has_view_permission(self, request, obj=None) -> bool:
-        """A thread's page is its runs: seeing it needs the right to see runs as well."""
-        runs = self.admin_site._registry[Run]
-        return super().has_view_permission(request, obj) and runs.has_view_permission(request)
-
-    @admin.display(description="thread", ordering="title")
-    def name(self, thread: Thread) -> str:
-        return thread_label(thread)
-
-    @admin.display(description="runs", ordering="run_count")
-    def run_count(self, thread: Thread) -> int:
-        return thread.run_count
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        thread = self.get_object(request, unquote(object_id))
-        if thread is None:  # unknown or malformed id: the admin's own "doesn't exist" redirect
-            return super().change_view(request, object_id, form_url, extra_context)
-        runs = Run.objects.filter(thread=thread).order_by("created_at", "id")
-        fields = ["id", "thread_id", "input", "output", "status", "stop_reason", "created_at"]
-        context = {"thread_runs": [_thread_run_view(run) for run in runs.only(*fields)]}
-        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **context})
-
-    def delete_model(self, request: HttpRequest, obj: Thread) -> None:
-        submit.delete_thread(thread=obj)  # the service owns deleting a thread with its runs and steps
-
-    def delete_queryset(self, request: HttpRequest, queryset) -> None:
-        for thread in queryset:
-            submit.delete_thread(thread=thread)
-
-
-def _thread_run_view(run: Run) -> dict:
-    """One run of a thread's page (plain data: the template escapes everything)."""
-    return {
-        "short_id": str(run.pk)[:8],
-        "url": reverse("admin:agents_run_change", args=[run.pk]),
-        "input": run.input,
-        "output": run.output,
-        "status": run.status,
-        "stop_reason": run.stop_reason,
-        "created_at": run.created_at,
-    }
-
-
-def paused_at():
-    """When a paused run started waiting: its calls expire `approval_ttl_s` after that (the run's last change for a
-    run paused before expiry existed). A database expression, so the queue sorts on it (SQLite and PostgreSQL)."""
-    ttl = ExpressionWrapper(
-        Cast("approval_ttl_s", IntegerField()) * Value(timedelta(seconds=1)), output_field=DurationField()
-    )
-    return Coalesce(F("approval_expires_at") - ttl, F("updated_at"))
-
-
-@admin.register(PendingApproval)
-class PendingApprovalAdmin(ReadOnlyAdmin):
-    """Runs waiting for a decision, oldest first: every waiting call of the reply, how long it has waited, and the
-    time left before the system denies it."""
-
-    list_display = [
-        "short_id", "owner", "pending_tool", "pending_arguments", "waiting_since", "age", "time_left", "provider",
-    ]  # fmt: skip
-    list_select_related = ["owner"]
-    change_list_template = "admin/agents/pendingapproval/change_list.html"
-
-    def get_queryset(self, request):
-        # Only the steps since each run's last model reply: what the selector needs, one query for the whole page.
-        reply = Step.objects.filter(run=OuterRef("run"), kind=StepKind.MODEL).order_by("-index").values("index")[:1]
-        paused = Step.objects.filter(index__gte=Coalesce(Subquery(reply), 0)).order_by("index")
-        steps = Prefetch("steps", queryset=paused, to_attr="paused_steps")
-        runs = super().get_queryset(request).filter(status=RunStatus.AWAITING_APPROVAL)
-        return runs.annotate(waiting_since=paused_at()).prefetch_related(steps)
-
-    def get_ordering(self, request):
-        return [paused_at().asc(), "pk"]  # oldest first
-
-    def _calls(self, run) -> list[dict]:
-        """Every call the run waits on, in order (over the prefetched steps; computed once per row)."""
-        if not hasattr(run, "_waiting_calls"):
-            run._waiting_calls = selectors.pending_actions(run)
-        return run._waiting_calls
-
-    @admin.display(description="run")
-    def short_id(self, run) -> str:
-        return str(run.id)[:8]
-
-    @admin.display(description="tool")
-    def pending_tool(self, run) -> str:
-        return format_html_join(mark_safe("<br>"), "{}", ((c["tool"],) for c in self._calls(run)))
-
-    @admin.display(description="arguments")
-    def pending_arguments(self, run) -> str:
-        lines = ((Truncator(json.dumps(c["arguments"])).chars(ARGUMENTS_CHARS),) for c in self._calls(run))
-        return format_html_join(mark_safe("<br>"), "{}", lines)
-
-    @admin.display(description="waiting since", ordering="waiting_since")
-    def waiting_since(self, run) -> str:
-        return timezone.localtime(run.waiting_since).strftime("%Y-%m-%d %H:%M:%S")
-
-    @admin.display(description="waited", ordering="-waiting_since")
-    def age(self, run) -> str:
-        return timesince(run.waiting_since, timezone.now(), depth=2)
-
-    @admin.display(description="time left", ordering="approval_expires_at")
-    def time_left(self, run) -> str:
-        expires = run.approval_expires_at
-        if expires is None:
-            return "—"
-        now = timezone.now()
-        return "expired" if expires <= now else timeuntil(expires, now, depth=2)
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        return HttpResponseRedirect(reverse("admin:agents_run_change", args=[object_id]))
 
 
 from agents.evals import admin as _evals_admin  # noqa: E402, F401  (registers the eval admin)

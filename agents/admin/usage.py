@@ -12,7 +12,7 @@ from django.db.models import Count, F, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from agents.admin.runs import ReadOnlyAdmin
+from agents.admin.base import ReadOnlyAdmin
 from agents.limits import quotas
 from agents.models import DailyUsage, Run, RunStatus, TokenQuota
 
