@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import re
 import unicodedata
 import warnings
 from collections.abc import Callable
@@ -294,128 +293,9 @@ def _compute(tree: ast.Expression) -> Number:
         raise CalculatorError("the expression needs too much memory") from None
 
 
-# --- the fast path: plain arithmetic straight from tokens, no Python AST ----------------------------------------
-#
-# It accepts a subset of Python's expression grammar (same precedence and associativity), applies the AST walk's
-# checks to the same values in the same order, and answers only when sure the AST walk would give the same value.
-# Anything else (an unknown token or name, a leading space, enough tokens to reach the depth bound, any error) makes
-# it give up; then the AST walk decides and words every error message.
-
-_TOKEN = re.compile(r"\*\*|//|[-+*/%(),]|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|[A-Za-z_]\w*|\S", re.ASCII)
-_NUMBER_START = frozenset("0123456789.")
-_END = ""  # appended to the tokens; the regex never yields an empty token
-
-# Binary operators: (precedence, the least precedence allowed in the right operand, function). Left-associative
-# operators ask for a tighter right operand; ** is right-associative and takes a signed operand, as in 2 ** -1.
-_POWER = 3
-_BINARY: dict[str, tuple[int, int, Callable[[Any, Any], Any]]] = {
-    "+": (1, 2, operator.add),
-    "-": (1, 2, operator.sub),
-    "*": (2, 3, operator.mul),
-    "/": (2, 3, operator.truediv),
-    "//": (2, 3, operator.floordiv),
-    "%": (2, 3, operator.mod),
-    "**": (_POWER, _POWER, operator.pow),
-}
-_CONSTANTS, _FUNCTIONS = dict(CONSTANTS), dict(FUNCTIONS)  # plain dicts: lookups through a mapping proxy cost more
-
-
-class _Unsure(Exception):
-    """The fast path cannot vouch for this expression: the AST walk decides."""
-
-
-class _Arithmetic:
-    """Precedence climbing over tokens, evaluating as it goes; the tree is the one Python's grammar gives:
-
-    an operand is a number, a constant, function '(' expr (',' expr)* ')', '(' expr ')', or a sign before an operand
-    that may hold ** but nothing looser (-2 ** 2 == -4).
-    """
-
-    __slots__ = ("pos", "tokens")
-
-    def __init__(self, tokens: list[str]) -> None:
-        self.tokens = [*tokens, _END]
-        self.pos = 0
-
-    def expr(self, least: int = 0) -> Number:
-        """An operand followed by binary operators of precedence `least` or more."""
-        value = self.operand()
-        while (binary := _BINARY.get(self.tokens[self.pos])) is not None and binary[0] >= least:
-            self.pos += 1
-            precedence, right_least, function = binary
-            right = self.expr(right_least)
-            if precedence == _POWER:
-                _check_power(value, right)
-            value = _check_value(function(value, right))
-        return value
-
-    def operand(self) -> Number:
-        token = self.tokens[self.pos]
-        self.pos += 1
-        if token.isdigit() and (token[0] != "0" or len(token) == 1):
-            return int(token)  # at most MAX_LENGTH digits: always within MAX_DIGITS
-        if token[:1] in _NUMBER_START:
-            return _check_value(_float(token))  # 1e999 is infinite
-        if token == "(":
-            value = self.expr()
-            self.expect(")")
-            return value
-        if token == "-" or token == "+":
-            value = self.expr(_POWER)
-            return _check_value(-value if token == "-" else +value)
-        if token in _CONSTANTS:
-            return _CONSTANTS[token]  # "pi(2)" still fails: nothing takes a "(" after an operand
-        if token in _FUNCTIONS:
-            return self.call(token)
-        raise _Unsure
-
-    def call(self, name: str) -> Number:
-        self.expect("(")
-        args = [self.expr()]
-        while self.tokens[self.pos] == ",":
-            self.pos += 1
-            args.append(self.expr())
-        self.expect(")")
-        low, high = _ARITY.get(name, (1, 1))
-        if len(args) < low or (high is not None and len(args) > high):
-            raise _Unsure
-        return _check_value(_FUNCTIONS[name](*args))
-
-    def expect(self, token: str) -> None:
-        if self.tokens[self.pos] != token:
-            raise _Unsure
-        self.pos += 1
-
-
-def _float(token: str) -> float:
-    """A numeric literal other than a plain integer, as Python reads it."""
-    if token.isdigit():  # an integer with leading zeros: "007" is a syntax error, "00" is zero
-        raise _Unsure
-    return float(token)
-
-
-def _fast_value(text: str) -> Number | None:
-    """The value the AST walk would compute for plain arithmetic, or None when not sure it would."""
-    tokens = _TOKEN.findall(text)
-    # Every AST node comes from at least one token, so fewer tokens than MAX_DEPTH cannot reach the depth bound.
-    # Python refuses a leading space ("unexpected indent"); tabs and newlines are not printable.
-    if len(tokens) >= MAX_DEPTH or text[0] == " " or not text.isprintable():
-        return None
-    parser = _Arithmetic(tokens)
-    try:
-        value = parser.expr()
-    except Exception:  # _Unsure, or any error: the AST walk repeats the work and words the error
-        return None
-    return value if parser.tokens[parser.pos] == _END else None
-
-
 def evaluate(expression: str) -> int | float:
     """Safely evaluate an arithmetic expression; raise CalculatorError on anything not allowed."""
-    # Nothing but whitelisted arithmetic can run: the fast path only knows numbers, constants, whitelisted functions
-    # and arithmetic operators, and _eval refuses any other node before evaluating it.
-    text = _normalise(expression)
-    value = _fast_value(text)
-    return _compute(_parse(text)) if value is None else value
+    return _compute(_parse(_normalise(expression)))  # _eval refuses any node off the whitelist before evaluating it
 
 
 def format_result(value: int | float) -> str:
