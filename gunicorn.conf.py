@@ -2,7 +2,7 @@
 
 - worker_class gevent (default): a waiting run is a parked greenlet, not an OS thread; one worker keeps hundreds
   of runs in flight (`GUNICORN_WORKER_CLASS=gthread` brings back threads: WEB_CONCURRENCY × GUNICORN_THREADS at once).
-  "gevent" means gunicorn's gevent worker with its responses sent in one `send` each
+  "gevent" and "gthread" mean gunicorn's own workers with its error pages in JSON
   (reactsite/serving/gunicorn_worker.py). gunicorn patches the standard library before loading the app, so the SDKs'
   sockets, psycopg 3 and redis-py yield while they wait. Measured with `manage.py bench --only latency`
   (docs/performance.md).
@@ -15,7 +15,7 @@ import os
 bind = os.environ.get("GUNICORN_BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))  # one per core: a greenlet worker is CPU-bound, not I/O-bound
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gevent")
-if worker_class == "gevent":  # gunicorn's, its responses in one send each (reactsite/serving/gunicorn_worker.py)
+if worker_class == "gevent":  # gunicorn's, its own errors in JSON like the API's
     worker_class = "reactsite.serving.gunicorn_worker.GeventWorker"
 elif worker_class == "gthread":  # gunicorn's, its own errors in JSON like the API's
     worker_class = "reactsite.serving.gunicorn_worker.ThreadWorker"

@@ -1,20 +1,6 @@
-"""gunicorn's gevent worker, whose responses leave in one `send` instead of two.
-
-gunicorn writes a response's head (status line and headers) with one `sendall` and its body with another. On
-loopback or a LAN each `send` costs a syscall plus the receiver's wake-up, charged to the sender, and under gevent
-the socket wrapper's bookkeeping too: about 1.5 % of a worker's CPU per `send` in a three-turn run (py-spy, W3 at 8
-clients). This worker hands gunicorn a socket that holds a head with a `Content-Length` (the body follows at once)
-and sends it together with the body's first `sendall`. A streamed (chunked) response's head is sent at once, so an
-event stream's client sees its headers before the first event; a head with no body to follow is sent when the
-request is done. Anything else asked of the socket (sendfile, fileno, close, ...) sends what is held first.
-
-`GUNICORN_WORKER_CLASS=gevent` (the default) selects this worker (gunicorn.conf.py); gunicorn's own is
-`gunicorn.workers.ggevent.GeventWorker`.
-
-Both our workers (this one and `ThreadWorker`, for `gthread`) answer gunicorn's own errors (a request line over
-4 KB: 414, headers over 8 KB: 431, a NUL in a header: 400, ...) in JSON like every other error of the API, where
-gunicorn writes an HTML page: gunicorn still decides the status and the message and logs them (`JsonErrors`).
-"""
+"""gunicorn's gevent and gthread workers, unchanged but for their own error answers (400, 414, 431, ...): JSON like
+every other error of the API, where gunicorn writes an HTML page; gunicorn still decides the status and the message
+and logs them."""
 
 from __future__ import annotations
 
@@ -25,41 +11,6 @@ from typing import Any
 from gunicorn import util
 from gunicorn.workers.ggevent import GeventWorker as _GeventWorker
 from gunicorn.workers.gthread import ThreadWorker as _ThreadWorker
-
-_HEAD_END = b"\r\n\r\n"
-_SIZED = b"\r\ncontent-length:"
-
-
-class CoalescingSocket:
-    """Holds a sized response head until the body's first `sendall` (or `flush`); delegates everything else."""
-
-    __slots__ = ("_sock", "_head", "_started")
-
-    def __init__(self, sock: Any) -> None:
-        self._sock = sock
-        self._head: bytes | None = None
-        self._started = False  # a response's head is its first write: only that one may be held
-
-    def sendall(self, data: bytes, *args: Any) -> None:
-        head, first = self._head, not self._started
-        self._started = True
-        if head is not None:
-            self._head = None
-            self._sock.sendall(head + data, *args)
-        elif first and not args and data.endswith(_HEAD_END) and _SIZED in data.lower():
-            self._head = bytes(data)
-        else:
-            self._sock.sendall(data, *args)
-
-    def flush(self) -> None:
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._sock.sendall(head)
-
-    def __getattr__(self, name: str) -> Any:
-        self.flush()
-        return getattr(self._sock, name)
 
 
 class _Page:
@@ -92,7 +43,7 @@ def json_error(page: bytes) -> bytes:
 
 
 class JsonErrors:
-    """gunicorn's own error answers in JSON (see the module's docstring)."""
+    """gunicorn's own error answers in JSON: the same status line, `{"detail": "<reason>: <message>"}`."""
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception) -> None:
         page = _Page(client)
@@ -109,11 +60,4 @@ class ThreadWorker(JsonErrors, _ThreadWorker):
 
 
 class GeventWorker(JsonErrors, _GeventWorker):
-    """gunicorn's gevent worker; each request's response goes through a CoalescingSocket, its own errors in JSON."""
-
-    def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> Any:
-        wrapped = CoalescingSocket(sock)
-        try:
-            return super().handle_request(listener_name, req, wrapped, addr)
-        finally:
-            wrapped.flush()
+    """gunicorn's gevent worker, its own errors in JSON."""
