@@ -13,6 +13,7 @@ from typing import Any
 
 from agents.engine import react
 from agents.engine.dispatch import Toolset, run_tool, value_error
+from agents.engine.pending import approval_for, decision_problem, is_sensitive, pending_actions, pending_calls
 from agents.engine.prompts import reflection_messages, render_messages
 from agents.engine.state import RunState
 from agents.engine.types import (
@@ -50,8 +51,12 @@ class Invalid:
 
 
 Outcome = Final | Act | Invalid
+
+
 # A call that failed this close to the deadline was cut by it (the provider shrinks its timeouts to the time left).
 DEADLINE_SLACK_S = 0.05
+
+
 Interrupt = Callable[[], bool]
 
 
@@ -171,22 +176,6 @@ def decide(
     return state, rec.events
 
 
-def decision_problem(state: RunState, decisions: list[dict[str, Any]]) -> str | None:
-    """Why these decisions cannot be recorded (an unknown or repeated call id, none at all), or None."""
-    if not decisions:
-        return "no decision given"
-    waiting = {a["call_id"] for a in pending_actions(state)}
-    seen: set[str] = set()
-    for decision in decisions:
-        call_id = str(decision.get("call_id"))
-        if call_id in seen:
-            return f"call {call_id!r} is decided twice"
-        if call_id not in waiting:
-            return f"call {call_id!r} is not waiting for a decision"
-        seen.add(call_id)
-    return None
-
-
 def resume_calls(
     state: RunState, toolset: Toolset, clock: Clock, interrupt: Interrupt | None = None
 ) -> tuple[RunState, list[dict[str, Any]]]:
@@ -206,53 +195,6 @@ def cancel(state: RunState) -> RunState:
     state = state.copy()
     state.finish(StopReason.CANCELLED)
     return state
-
-
-def pending_action(state: RunState) -> dict[str, Any] | None:
-    """The first call awaiting a decision, as the API shows it."""
-    actions = pending_actions(state)
-    return actions[0] if actions else None
-
-
-def pending_actions(state: RunState) -> list[dict[str, Any]]:
-    """Every call of the current reply still waiting for a decision, in order: the call the run paused at, and each
-    later sensitive call of the same reply that has no decision yet (approved calls wait for their turn to run)."""
-    if state.status != Status.AWAITING_APPROVAL:
-        return []
-    calls = pending_calls(state)
-    if not calls:
-        return []
-    decided = _decided_since_reply(state)
-    first, rest = calls[0], calls[1:]
-    waiting = [first] + [c for c in rest if c.name in state.sensitive_tools and c.id not in decided]
-    return [{"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in waiting]
-
-
-def _decided_since_reply(state: RunState) -> set[str]:
-    """Call ids with a decision recorded since the last model reply."""
-    decided: set[str] = set()
-    for step in reversed(state.steps):
-        if step["kind"] == "model":
-            break
-        if step["kind"] == "approval":
-            decided.add(step["call_id"])
-    return decided
-
-
-def pending_calls(state: RunState) -> list[ToolCall]:
-    """Calls of the last model reply that have neither a tool step nor a denial yet."""
-    resolved: set[str] = set()
-    for step in reversed(state.steps):
-        if step["kind"] == "model":
-            calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in step["tool_calls"]]
-            if step.get("final_answer") is not None:
-                return []
-            return [c for c in calls if c.id not in resolved]
-        if step["kind"] == "tool" or (step["kind"] == "approval" and not step["approved"]):
-            resolved.add(step["call_id"])
-        if step["kind"] == "error":
-            return []
-    return []
 
 
 def _model_turn(rec: _Recorder, model: Model, toolset: Toolset, run_calls: bool = True) -> None:
@@ -280,7 +222,7 @@ def instant_calls(state: RunState, toolset: Toolset, calls: Sequence[ToolCall]) 
     neither at stake here, and the run saves a commit per turn."""
     for call in calls:
         tool = toolset.tools.get(call.name)
-        if not getattr(tool, "instant", False) or _is_sensitive(state, toolset, call.name):
+        if not getattr(tool, "instant", False) or is_sensitive(state, toolset, call.name):
             return False
     return bool(calls)
 
@@ -412,8 +354,8 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
         now = rec.clock()
         if now >= state.deadline:
             return rec.stop(StopReason.TIMEOUT, "deadline reached before a tool call")
-        approval = _approval_for(state, call.id)
-        if approval is None and _is_sensitive(state, toolset, call.name):
+        approval = approval_for(state, call.id)
+        if approval is None and is_sensitive(state, toolset, call.name):
             state.status = Status.AWAITING_APPROVAL
             return
         arguments = approval["arguments"] if approval else call.arguments
@@ -427,22 +369,6 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
             output=result.output,
             is_error=result.is_error,
         )
-
-
-def _is_sensitive(state: RunState, toolset: Toolset, name: str) -> bool:
-    """Listed for this run, or marked sensitive by the tool itself (a run can widen the gate, never narrow it)."""
-    return name in state.sensitive_tools or bool(getattr(toolset.tools.get(name), "sensitive", False))
-
-
-def _approval_for(state: RunState, call_id: str) -> dict[str, Any] | None:
-    """The approving decision for this call, if one was recorded."""
-    step: dict[str, Any]
-    for step in reversed(state.steps):
-        if step["kind"] == "approval" and step["call_id"] == call_id and step["approved"]:
-            return step
-        if step["kind"] == "model":
-            return None
-    return None
 
 
 def _reflect(rec: _Recorder, model: Model, toolset: Toolset) -> None:
