@@ -23,9 +23,16 @@ from agents.tasks import advance_in_background
 
 log = logging.getLogger(__name__)
 
+# How far a run is driven (the `units` of execute, work and drive_held), by name rather than by magic value.
+UNTIL_STOPPED: int | None = None  # until it finishes or pauses for a decision (sync runs, workers)
+RECORD_ONLY = 0  # record the decision and run nothing now (a background run's worker carries it on)
+ONE_STEP = 1  # one unit: a model reply and the tools it asked for (step runs)
 
-def execute(*, run_id: uuid.UUID | str, units: int | None = None, start_budget: bool = False, owner=None) -> Run:
-    """Advance a running (or queued) run: `units` units, or until it stops or pauses (None). `owner`: the run's
+
+def execute(
+    *, run_id: uuid.UUID | str, units: int | None = UNTIL_STOPPED, start_budget: bool = False, owner=None
+) -> Run:
+    """Advance a running (or queued) run: `units` units, or until it stops or pauses (UNTIL_STOPPED). `owner`: the run's
     owner, when the caller has the user object (spares reading their quota)."""
     held = hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget, owner=owner)
     return drive_held(held, units)
@@ -149,11 +156,12 @@ def work(run_id, *, statuses: list[str], units: int | None, decision: dict | Non
 
 
 def drive_held(held: store.Held, units: int | None, decision: dict | None = None) -> Run:
-    """Record a decision (if any), then `units` units (None: until the run stops or pauses); release the lease."""
+    """Record a decision (if any), then `units` units (UNTIL_STOPPED, RECORD_ONLY, ONE_STEP or more); release the
+    lease."""
     handed_back = False
     try:
         if decision is not None:
-            apply_decision(held, decision, last=units == 0)
+            apply_decision(held, decision, last=units == RECORD_ONLY)
         _units(held, units)
     except BaseException as exc:
         if isinstance(exc, Exception):
@@ -226,7 +234,7 @@ def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
 
 
 def _units(held: store.Held, units: int | None) -> None:
-    if held.state.status != RunStatus.RUNNING or units == 0:
+    if held.state.status != RunStatus.RUNNING or units == RECORD_ONLY:
         return
     try:
         model = runtime.build_model(held.run)
@@ -236,8 +244,8 @@ def _units(held: store.Held, units: int | None) -> None:
         return store.commit_unit(held, state, [], release=True)
     held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.owner, held.run.pk)
     model, toolset, done = Unheld(model, held.admission), runtime.build_toolset(held.run), 0
-    while held.state.status == RunStatus.RUNNING and (units is None or done < units):
-        _unit(held, model, toolset, last_unit=units is not None and done + 1 >= units)
+    while held.state.status == RunStatus.RUNNING and (units is UNTIL_STOPPED or done < units):
+        _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units)
         done += 1
 
 

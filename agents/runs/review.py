@@ -42,7 +42,7 @@ def advance_run(
             run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason, decisions=decisions
         )
     try:
-        return drive.execute(run_id=run_id, units=1, owner=actor)
+        return drive.execute(run_id=run_id, units=drive.ONE_STEP, owner=actor)
     except RunBusy as exc:
         if exc.status != RunStatus.AWAITING_APPROVAL:
             raise
@@ -82,7 +82,9 @@ def decide_approval(
         batch, field = [dict(d) for d in decisions], "decisions"
     decision = {"decisions": batch, "reviewer": actor.get_username(), "field": field}
     background = run.mode == RunMode.BACKGROUND
-    units = None if (run.mode == RunMode.SYNC or (continue_run and not background)) else 0
+    units = (
+        drive.UNTIL_STOPPED if (run.mode == RunMode.SYNC or (continue_run and not background)) else drive.RECORD_ONLY
+    )
     return drive.work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, owner=actor)
 
 

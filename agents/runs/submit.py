@@ -69,7 +69,7 @@ def submit_run(*, owner, options: RunOptions, key_id: int | None = None) -> Run:
     relaxed = settings.AGENT_RELAXED_COMMITS
     run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed, key_id=key_id)
     held = store.Held(run, token, rows.state_from_rows(run, []), owner=owner)
-    return drive.drive_held(held, None if options.mode == RunMode.SYNC else 1)
+    return drive.drive_held(held, drive.UNTIL_STOPPED if options.mode == RunMode.SYNC else drive.ONE_STEP)
 
 
 def start_run(

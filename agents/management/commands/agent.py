@@ -139,7 +139,7 @@ class Command(BaseCommand):
     def _step(self, run: Run, user, opts) -> Run | None:
         """One move: advance a running run, or decide a paused one; None means stop here."""
         if run.status == RunStatus.RUNNING:
-            return drive.execute(run_id=run.pk, units=1)
+            return drive.execute(run_id=run.pk, units=drive.ONE_STEP)
         if run.status == RunStatus.AWAITING_APPROVAL:
             if not can_decide(user, run):
                 self.stderr.write(
