@@ -13,7 +13,7 @@ from agents.engine.schemas import schema_problem
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
 from agents.runs import representation
 from agents.runs.representation import USAGE_KEYS
-from agents.runs.submit import RUN_LIMITS
+from agents.runs.submit import REQUEST_LIMITS
 
 _JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
 
@@ -187,9 +187,9 @@ class RunDetailSerializer(RunSerializer):
         return representation.run_detail_json(instance)
 
 
-def _bounds(name: str) -> dict:
+def bounds(name: str) -> dict:
     """min_value and max_value of a run setting, as the services bound it (one table for requests and agents)."""
-    low, high = RUN_LIMITS[name]
+    low, high = REQUEST_LIMITS[name]
     return {"min_value": low, "max_value": high}
 
 
@@ -199,18 +199,24 @@ class RunCreateSerializer(serializers.Serializer):
     protocol = StrictChoiceField(choices=RunProtocol.choices, required=False)
     provider = StrictCharField(max_length=32, required=False)
     model = StrictCharField(max_length=200, required=False)
-    max_turns = StrictIntegerField(**_bounds("max_turns"), required=False, help_text="Default: the agent's, or 8.")
-    max_reflections = StrictIntegerField(min_value=0, max_value=5, default=0)
-    timeout_s = StrictFloatField(**_bounds("timeout_s"), required=False, help_text="Default: the agent's, or 60.")
+    max_turns = StrictIntegerField(
+        **bounds("max_turns"), required=False, help_text=f"Default: the agent's, or {settings.AGENT_DEFAULT_MAX_TURNS}."
+    )
+    max_reflections = StrictIntegerField(**bounds("max_reflections"), default=0)
+    timeout_s = StrictFloatField(
+        **bounds("timeout_s"),
+        required=False,
+        help_text=f"Default: the agent's, or {settings.AGENT_DEFAULT_TIMEOUT_S:g}.",
+    )
     tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
     sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
     approval_ttl_s = StrictIntegerField(
-        min_value=60, max_value=604800, required=False, help_text="Seconds a paused call waits before it expires."
+        **bounds("approval_ttl_s"), required=False, help_text="Seconds a paused call waits before it expires."
     )
     agent = StrictCharField(max_length=64, required=False, help_text="Start from this agent's configuration.")
     instructions = StrictCharField(max_length=8000, required=False, allow_blank=True)
-    temperature = StrictFloatField(**_bounds("temperature"), required=False)
-    max_output_tokens = StrictIntegerField(**_bounds("max_output_tokens"), required=False)
+    temperature = StrictFloatField(**bounds("temperature"), required=False)
+    max_output_tokens = StrictIntegerField(**bounds("max_output_tokens"), required=False)
     output_schema = NulFreeDictField(required=False, help_text="A JSON Schema the final answer must satisfy.")
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
 
@@ -295,8 +301,8 @@ class SeedRunSerializer(serializers.Serializer):
     """The seed body (the view validates it with RunCreateSerializer: the bounds here say the same)."""
 
     input = StrictCharField(min_length=1)
-    max_turns = StrictIntegerField(**_bounds("max_turns"), required=False)
-    timeout_s = StrictFloatField(**_bounds("timeout_s"), required=False)
+    max_turns = StrictIntegerField(**bounds("max_turns"), required=False)
+    timeout_s = StrictFloatField(**bounds("timeout_s"), required=False)
 
     def get_fields(self) -> dict:
         return with_input_limit(super().get_fields())

@@ -36,8 +36,8 @@ class RunOptions:
     protocol: str | None = None
     provider: str | None = None
     model: str | None = None
-    max_turns: int | None = None  # None: the agent's, else AGENT_DEFAULT_MAX_TURNS (8)
-    timeout_s: float | None = None  # None: the agent's, else AGENT_DEFAULT_TIMEOUT_S (60)
+    max_turns: int | None = None  # None: the agent's, else AGENT_DEFAULT_MAX_TURNS
+    timeout_s: float | None = None  # None: the agent's, else AGENT_DEFAULT_TIMEOUT_S
     tools: list[str] | None = None
     sensitive_tools: tuple[str, ...] = ()
     max_reflections: int = 0
@@ -175,8 +175,11 @@ def _insert(run: Run, thread: Thread | None, key_id: int | None, relaxed: bool) 
         raise ThreadBusy("This thread already has a run in progress; wait for it to finish or cancel it.") from None
 
 
-# The bounds of a run's settings, for a request (agents.api.serializers) and an agent (agent_problems) alike.
+# The bounds of a run's settings, in one place: for a request (agents.api.serializers, the served schema and its
+# 400s) and an agent (agent_problems, the console's form) alike; the defaults of what a request leaves out are
+# settings (AGENT_DEFAULT_MAX_TURNS, AGENT_DEFAULT_TIMEOUT_S, AGENT_APPROVAL_TTL_S).
 RUN_LIMITS = {"max_turns": (1, 50), "timeout_s": (1, 600), "temperature": (0, 2), "max_output_tokens": (1, 32000)}
+REQUEST_LIMITS = {**RUN_LIMITS, "max_reflections": (0, 5), "approval_ttl_s": (60, 604800)}  # not agent settings
 
 
 AGENT_FIELDS = (

@@ -11,7 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 
-from agents.api.serializers import StrictCharField
+from agents.api.serializers import StrictCharField, bounds
 from agents.api.throttling import AgentRateThrottle
 from agents.evals import runner
 from agents.evals.cases import CaseError, load_cases
@@ -51,7 +51,7 @@ class EvalStartSerializer(serializers.Serializer):
     model = StrictCharField(max_length=200, required=False, help_text="Default: the provider's default model.")
     protocol = serializers.ChoiceField(choices=RunProtocol.choices, required=False)
     only = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    max_reflections = serializers.IntegerField(min_value=0, max_value=5, default=0)
+    max_reflections = serializers.IntegerField(**bounds("max_reflections"), default=0)
     concurrency = serializers.IntegerField(min_value=1, max_value=4, default=1)
 
 
