@@ -1,11 +1,9 @@
 """gunicorn settings. Agent runs spend nearly all their life waiting on a model, so:
 
-- worker_class gevent (default): a waiting run is a parked greenlet, not an OS thread; one worker keeps hundreds
-  of runs in flight (`GUNICORN_WORKER_CLASS=gthread` brings back threads: WEB_CONCURRENCY × GUNICORN_THREADS at once).
-  "gevent" and "gthread" mean gunicorn's own workers with its error pages in JSON
-  (reactsite/serving/gunicorn_worker.py). gunicorn patches the standard library before loading the app, so the SDKs'
-  sockets, psycopg 3 and redis-py yield while they wait. Measured with `manage.py bench --only latency`
-  (docs/performance.md).
+- worker_class gevent (default): a waiting run is a parked greenlet, not an OS thread (`GUNICORN_WORKER_CLASS=gthread`
+  brings back threads: WEB_CONCURRENCY × GUNICORN_THREADS at once); either is gunicorn's own worker with its error
+  pages in JSON (reactsite/serving/gunicorn_worker.py). gunicorn patches the standard library before loading the app,
+  so the SDKs' sockets, psycopg 3 and redis-py yield while they wait.
 - timeout: longer than the largest run budget, so gunicorn never kills a sync run inside its own deadline.
   Model calls are bounded by the run's deadline (each call's timeout × attempts is capped by what remains).
 """

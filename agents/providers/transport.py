@@ -1,20 +1,6 @@
-"""The SDKs' HTTP transport, with a readability probe for idle connections that costs one syscall.
-
-Before it reuses an idle keep-alive connection, httpcore checks every idle connection of the pool for readability
-(a server that closed it makes it readable) with `select.poll()`. Under gevent that `poll` is gevent's: watchers, an
-event and a round trip through the hub, for each idle connection on each request, so a pool's idle connections cost
-CPU in proportion to their number (a fifth of a worker's CPU at 256 clients with the SDKs' pool of 100).
-
-This is httpx's own `HTTPTransport` (exception mapping, streams, proxies untouched) whose direct connection pool is
-built with a network backend (httpcore's public hook) whose streams answer that probe with the operating system's
-`poll(2)` (gevent keeps the original; timeout 0, so it never blocks). Where httpx's layout is not the expected one,
-the transport stays exactly httpx's (tests/providers check that the probe is in use).
-
-The same streams also coalesce a request's writes. httpcore writes the request head and then the body, each with
-its own `send`; a model call's request is a few kilobytes, and each `send` under gevent is a syscall plus the
-socket wrapper's bookkeeping (about 5 % of a worker's CPU for two sends per call, py-spy, instant model). The
-stream holds what is written until the response is read (or the held bytes pass COALESCE_MAX), then sends it at
-once: one `send` per call. A request is never held past the moment httpcore waits for its answer.
+"""The SDKs' HTTP transport: httpx's own, whose streams probe an idle connection with one `poll(2)` instead of a round
+trip through gevent's hub, and hold a request's writes until its answer is read, so each call is one `send`
+(docs/performance.md, the SDK transport). Where httpx's layout is not the expected one, it stays exactly httpx's.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""Database connections under gevent (gunicorn's gevent worker, `manage.py run_worker`).
+"""Database connections under gevent: one per-process set of idle connections that the greenlets share, each used
+by one greenlet at a time (docs/performance.md, shared SQLite connections).
 
-gevent serves each client connection in its own greenlet, and Django keeps one database connection per greenlet, so
-without help every client connection (most HTTP clients send one request per connection) opens a database connection
-and closes it again: on SQLite the connect, its pragmas and the SQL functions Django registers cost ~0.4 ms, a
-twentieth of a three-turn run's CPU.
-
-This keeps a small per-process set of idle connections instead. When a request ends (after Django's own
-`close_old_connections`, which closes an obsolete or broken one), its greenlet's open connections, outside any
-transaction, go back to the set; the next request, in whatever greenlet, takes one from it. A connection is only ever
-used by one greenlet at a time. On PostgreSQL the psycopg pool already does this (Django closes a pooled connection
-at the end of a request, which hands it back), so there the set stays empty.
+A request takes one when it starts and puts its open connections, outside any transaction, back when it ends (after
+Django's `close_old_connections`). On PostgreSQL the psycopg pool does this already, and the set stays empty.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""Django's SQLite backend, except that under gevent waiting for the write lock yields to other greenlets.
+"""Django's SQLite backend, except that under gevent a wait for the write lock yields to the other greenlets, and
+each distinct query's `%s` → `?` rewriting is done once per process (docs/performance.md).
 
-SQLite lets one writer at a time into a database file. When a second process wants to write, SQLite's own busy
-handler sleeps in C until the lock is free (the `timeout` option) — and under gevent that sleep stops the whole
-process: every greenlet (hundreds of runs) waits for one write lock. At 256 clients and two gunicorn workers that
-was most of the throughput lost on SQLite.
-
-So under gevent the connection's own timeout is 0 (SQLite answers "database is locked" at once) and the cursor waits
-for the lock itself, with `gevent.sleep` between tries (0.5 ms, doubling up to 20 ms) until the configured `timeout`
-has passed. Only statements that take the lock are retried: `BEGIN IMMEDIATE` (every transaction here), and
-writes in autocommit mode; inside a transaction the lock is already held. Opening a connection waits the same way:
-its `PRAGMA journal_mode=WAL` can find the file busy (another process checkpointing, or a writer in rollback-journal
-mode), which with a timeout of 0 was a 500 on the first requests of a freshly started server under load. Without
-gevent nothing changes.
-
-Django's cursor also rewrites every query from `%s` to `?` with a regular expression, on every execute: about 2 %
-of a worker's CPU on the hot path, where the same few statements run again and again. The cursor here keeps the
-text Django rewrote for each distinct query (up to a bound), so each statement is rewritten once per process.
+Under gevent the connection's own timeout is 0 and the cursor retries a statement that takes the lock (`BEGIN
+IMMEDIATE`, a write in autocommit; inside a transaction the lock is held already), and a connect's `PRAGMA
+journal_mode=WAL`, with `gevent.sleep` between tries, until the configured `timeout`. Without gevent it is Django's.
 """
 
 from __future__ import annotations
