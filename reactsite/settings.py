@@ -100,10 +100,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # connection per thread, checked before reuse (a file handle, not a server slot: kept during model calls).
 _POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 if _POSTGRES and env.bool("DB_POOL", default=True):
+    from reactsite.serving import pgpool
+
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
         "timeout": env.float("DB_POOL_TIMEOUT_S", default=10.0),
+        "check": pgpool.check,  # one broken connection has the whole pool checked (reactsite/serving/pgpool.py)
     }
 else:
     # Under gevent a connection belongs to a client connection's greenlet and closes with it
