@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from tests.providers.stub_llm import OPENAI_PATH, openai_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -157,3 +160,24 @@ def user_far_from_window_edge(prefix: str, min_left: float = 20.0):
         if window_left(user.pk) >= min_left:
             return user
     raise AssertionError("no user with a rate-limit window far enough from its edge")
+
+
+class Barrier:
+    """Stub model replies held until `wanted` calls wait at once, then until `release` is set (each wait at most
+    `wait_s`, so a failing test still ends)."""
+
+    def __init__(self, stub, wanted: int, wait_s: float = 20) -> None:
+        self.wanted, self.arrived, self.lock = wanted, 0, threading.Lock()
+        self.everyone, self.release = threading.Event(), threading.Event()
+        payload = json.dumps(openai_text("done")).encode()
+
+        def handler(_request):
+            with self.lock:
+                self.arrived += 1
+                if self.arrived >= self.wanted:
+                    self.everyone.set()
+            self.everyone.wait(wait_s)
+            self.release.wait(wait_s)
+            return 200, {"Content-Type": "application/json"}, payload
+
+        stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)

@@ -30,7 +30,7 @@ from django_tasks_db.models import DBTaskResult
 
 from agents.models import Run
 from agents.runs import review, submit
-from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, db_url, quick_user, token_key
+from tests.integration._support import MANAGE, PYTHON, ROOT, Barrier, app_env, db_url, quick_user, token_key
 from tests.integration._tcp_proxy import TcpProxy
 from tests.integration.conftest import _wait_healthy, free_port
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text
@@ -164,26 +164,6 @@ def terminate_app_connections() -> int:
     return sum(1 for (done,) in rows if done)
 
 
-class Barrier:
-    """Stub model replies held until `wanted` calls wait at once, then until `release` (or 30 s)."""
-
-    def __init__(self, stub, wanted: int) -> None:
-        self.wanted, self.arrived, self.lock = wanted, 0, threading.Lock()
-        self.everyone, self.release = threading.Event(), threading.Event()
-        payload = json.dumps(openai_text("done")).encode()
-
-        def handler(_request):
-            with self.lock:
-                self.arrived += 1
-                if self.arrived >= self.wanted:
-                    self.everyone.set()
-            self.everyone.wait(30)
-            self.release.wait(30)
-            return 200, {"Content-Type": "application/json"}, payload
-
-        stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
-
-
 @dataclass
 class Answer:
     started: float
@@ -262,7 +242,7 @@ def test_terminating_every_connection_costs_only_the_requests_in_flight_and_no_b
     requests only those in flight at that moment may fail, as 503 JSON; every later one is 200."""
     token = token_key(quick_user("olga"))
     ids = queue_runs(6)
-    barrier = Barrier(stub, wanted=6)
+    barrier = Barrier(stub, wanted=6, wait_s=30)
     worker_env = {"AGENT_LEASE_S": "2", "AGENT_RELEASE_DB_DURING_MODEL_CALLS": "0"}
     with gunicorn(tmp_path) as (url, web), run_worker(tmp_path, stub, "--concurrency", "10", **worker_env) as worker:
         assert barrier.everyone.wait(30), f"only {barrier.arrived} runs reached the model\n{worker.log()[-3000:]}"

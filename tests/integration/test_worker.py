@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
@@ -13,7 +11,7 @@ from django_tasks_db.models import DBTaskResult
 
 from agents.models import Run
 from agents.runs import drive, submit
-from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user
+from tests.integration._support import MANAGE, PYTHON, ROOT, Barrier, app_env, quick_user
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,26 +20,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _openai_configured(settings):
     settings.OPENAI_API_KEY = fake_key()  # runs are validated here; the worker process gets its own key
-
-
-class Barrier:
-    """Stub replies held until `wanted` model calls are waiting at once (or `release` is set, or 20 s passed)."""
-
-    def __init__(self, stub, wanted: int) -> None:
-        self.wanted, self.arrived, self.lock = wanted, 0, threading.Lock()
-        self.everyone, self.release = threading.Event(), threading.Event()
-        payload = json.dumps(openai_text("done")).encode()
-
-        def handler(_request):
-            with self.lock:
-                self.arrived += 1
-                if self.arrived >= self.wanted:
-                    self.everyone.set()
-            self.everyone.wait(20)
-            self.release.wait(20)
-            return 200, {"Content-Type": "application/json"}, payload
-
-        stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
 
 
 def queue_runs(n: int) -> list[str]:
