@@ -9,7 +9,7 @@ PYTHON_BOOT := $(shell for c in python3.13 python3.12 python3; do \
 	p=$$(command -v $$c 2>/dev/null) || continue; \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: run test install setup lint clean
+.PHONY: run test install setup lint clients clean
 
 $(VENV)/.installed: requirements.txt
 	@if [ -z "$(PYTHON_BOOT)" ]; then \
@@ -37,12 +37,14 @@ setup: install
 	$(PY) manage.py ensure_admin
 
 # The background worker lives as long as gunicorn does (Ctrl-C stops both) and, like a process supervisor would,
-# is started again if it dies. One `run_worker` process keeps up to 200 background runs in flight.
+# is started again if it dies (said in a JSON line, like every other line of the log). One `run_worker` process
+# keeps up to 200 background runs in flight.
 run: setup
 	@trap 'kill $$worker 2>/dev/null' EXIT; \
 	( trap 'kill $$child 2>/dev/null; wait $$child; exit 0' TERM; \
 	  while true; do $(PY) manage.py run_worker & child=$$!; wait $$child; \
-	  echo "background worker exited ($$?); restarting in 1 s" >&2; sleep 1; done ) & worker=$$!; \
+	  printf '{"levelname": "WARNING", "name": "make run", "message": "background worker exited (%s); restarting in 1 s"}\n' \
+	    $$? >&2; sleep 1; done ) & worker=$$!; \
 	$(VENV)/bin/gunicorn -c gunicorn.conf.py --bind 127.0.0.1:$(PORT) reactsite.wsgi
 
 lint: install
@@ -51,10 +53,20 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-test: install lint
+# The TypeScript client check's tools (tests/clients/ts), pinned by its package-lock.json: installed once with npm ci,
+# then offline until the lock file changes. Without npm, tests/clients/test_typescript_types.py is skipped (and says so).
+TS_CLIENT := tests/clients/ts
+$(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else echo "npm not found: the TypeScript client check will be skipped" >&2; fi
+
+clients: $(TS_CLIENT)/node_modules/.installed
+
+test: install lint clients
 	$(PY) manage.py makemigrations --check --dry-run -v 0
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(VENV)/bin/pytest
 
 clean:
-	rm -rf $(VENV) db.sqlite3* test_db.sqlite3*
+	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* $(TS_CLIENT)/node_modules

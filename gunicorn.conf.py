@@ -25,6 +25,7 @@ keepalive = 5
 # No plain-text access line: the app logs each request as one JSON line with its request id (LOG_REQUESTS, settings).
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None  # "-" brings gunicorn's own line back (to stdout)
 errorlog = "-"
+logger_class = "reactsite.serving.gunicorn_log.JsonLogger"  # gunicorn's own lines in JSON, like the app's
 # gunicorn 27 puts every instance's control socket at one per-user path, so a second gunicorn on the host (the
 # benchmark, the tests, another checkout) would take it over and delete it on exit. We don't use gunicornc.
 control_socket_disable = True

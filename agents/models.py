@@ -23,6 +23,9 @@ class StopReason(models.TextChoices):
     MODEL_ERROR = "model_error"
     CANCELLED = "cancelled"
     QUOTA_EXCEEDED = "quota_exceeded"
+    OUTPUT_TRUNCATED = "output_truncated"
+    CONTENT_FILTERED = "content_filtered"
+    REFUSED = "refused"
 
 
 class RunMode(models.TextChoices):
@@ -110,6 +113,9 @@ class Run(models.Model):
     output_schema = models.JSONField(null=True, blank=True)
     output_json = models.JSONField(null=True, blank=True)
     input = models.TextField()
+    # An input given as a list of parts (text and images, API.md v1.2) as it was given; `input` then holds its text,
+    # for lists, search and text-only readers. Null for a string input (most runs).
+    input_parts = models.JSONField(null=True, blank=True)
     mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
     protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)
     provider = models.CharField(max_length=32)
@@ -167,7 +173,7 @@ class Run(models.Model):
         permissions = [("review_run", "Can see every run and decide approvals")]
 
     def __str__(self) -> str:
-        return f"run {str(self.id)[:8]} ({self.status})"
+        return f"run {str(self.id)[:8]} ({self.status.replace('_', ' ')})"  # a page title: "(awaiting approval)"
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,7 @@ def playground(request):
         "default_protocol": settings.AGENT_DEFAULT_PROTOCOL,
         "default_max_turns": settings.AGENT_DEFAULT_MAX_TURNS,
         "max_input_chars": settings.AGENT_MAX_INPUT_CHARS,
+        "max_images": settings.AGENT_MAX_IMAGES,  # 0: no image picker (input is a string only)
         # Whether this user may decide approvals on their own runs (the server checks again on every decision).
         "may_decide": user.is_superuser or user.has_perm(REVIEW_PERMISSION) or settings.AGENT_SELF_APPROVAL,
     }

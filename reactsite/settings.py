@@ -29,7 +29,8 @@ if not DEBUG and (not SECRET_KEY or SECRET_KEY.startswith(DEV_KEY_PREFIX)):
 ALLOWED_HOSTS = env.list(
     "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"] + (["testserver"] if DEBUG else [])
 )
-VERSION = "0.1.0"
+VERSION = "0.1.0"  # the package's (pyproject.toml)
+API_VERSION = "1.2"  # the HTTP contract this server implements (docs/api.md); GET /api/v1/health reports both
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -163,6 +164,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# One date format on every page (reactsite/formats: 2026-12-03 11:17:05), not the locale's "Dec. 3, 2026, 11:17 a.m.".
+FORMAT_MODULE_PATH = ["reactsite.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -226,6 +229,10 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # Django's own defaults give these a plain-text handler ("Bad Request: /api/v1/runs" under DEBUG; runserver's
+        # lines): without one they reach the root's JSON handler like every other line.
+        "django": {"handlers": [], "propagate": True},
+        "django.server": {"handlers": [], "propagate": True},
         "django.db.backends": {"level": "WARNING"},
         "django.tasks": {"filters": ["task_start_at_debug"]},  # one INFO line per task (its end), as per request
         "httpx2": {"level": "WARNING"},
@@ -259,8 +266,11 @@ SPECTACULAR_SETTINGS = {
     # Limits, tool arguments, the event stream and error statuses drf-spectacular cannot introspect.
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "agents.api.schema.postprocess"],
     "ENUM_NAME_OVERRIDES": {
-        "ToolNameEnum": "agents.api.schema.tool_names",
         "WebhookEventEnum": "agents.models.WebhookEvent",
+        # A run's input parts (agents/api/schema.py PART_SCHEMAS): their `type` fields hold different choices.
+        "InputTextPartTypeEnum": ["text"],
+        "InputImagePartTypeEnum": ["image"],
+        "ImageMediaTypeEnum": ["image/png", "image/jpeg", "image/gif", "image/webp"],
     },
 }
 
@@ -286,6 +296,13 @@ AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
 # How event streams learn of new steps: auto (Redis pub/sub with REDIS_URL, else PostgreSQL LISTEN/NOTIFY on
 # PostgreSQL, else polling), or redis, postgres, poll.
 AGENT_DOORBELL = env.str("AGENT_DOORBELL", default="auto")
+# Live runs: models stream their replies and the text as it is written, and tool calls as they start and end, go to
+# the run's event streams (over the doorbell's channel; on the embedded default, Unix sockets in AGENT_LIVE_DIR, by
+# default a directory of the temporary directory named after the database). Off: plain model calls, steps only.
+AGENT_LIVE = env.bool("AGENT_LIVE", default=True)
+AGENT_LIVE_DIR = env.str("AGENT_LIVE_DIR", default="")
+# The offline demo model writes a streamed reply word by word with this pause between words (0: all at once).
+AGENT_DEMO_WORD_PAUSE_S = env.float("AGENT_DEMO_WORD_PAUSE_S", default=0.03)
 AGENT_DEFAULT_MAX_TURNS = 8
 # Approvals: how long a paused call waits for a human before the system denies it (reason "expired").
 AGENT_APPROVAL_TTL_S = env.int("AGENT_APPROVAL_TTL_S", default=86400)
@@ -302,6 +319,16 @@ AGENT_DEFAULT_TIMEOUT_S = 60.0
 # Model allowlists per provider (empty: any model). E.g. AGENT_MODELS_OPENAI=gpt-4.1-mini,gpt-4.1
 AGENT_MODELS = {
     name: env.list(f"AGENT_MODELS_{name.upper()}", default=[])
+    for name in ("demo", "openai", "anthropic", "xai", "huggingface", "openrouter")
+}
+# Images in a run's input (docs/api.md, "Images on a run"): at most this many per input (0: `input` is a string
+# only), each at most this many bytes decoded. The request body's own bound (DATA_UPLOAD_MAX_MEMORY_SIZE) comes first.
+AGENT_MAX_IMAGES = env.int("AGENT_MAX_IMAGES", default=8)
+AGENT_MAX_IMAGE_BYTES = env.int("AGENT_MAX_IMAGE_BYTES", default=5 * 1024 * 1024)
+# The models of a provider that take images (empty: the provider's own rule; see docs/configuration.md).
+# E.g. AGENT_VISION_MODELS_HUGGINGFACE=Qwen/Qwen2.5-VL-7B-Instruct
+AGENT_VISION_MODELS = {
+    name: env.list(f"AGENT_VISION_MODELS_{name.upper()}", default=[])
     for name in ("demo", "openai", "anthropic", "xai", "huggingface", "openrouter")
 }
 # Provider credentials and endpoints (never logged).
@@ -327,8 +354,9 @@ AGENT_WEBHOOK_TIMEOUT_S = env.float("AGENT_WEBHOOK_TIMEOUT_S", default=5.0)
 # A failed attempt is retried after base * 2**(n-1) seconds: 7 attempts over ~63 minutes by default.
 AGENT_WEBHOOK_MAX_ATTEMPTS = env.int("AGENT_WEBHOOK_MAX_ATTEMPTS", default=7)
 AGENT_WEBHOOK_RETRY_BASE_S = env.float("AGENT_WEBHOOK_RETRY_BASE_S", default=60.0)
-# Where this site is reached from outside: links in e-mails (a run's admin page) are built on it.
-AGENT_PUBLIC_URL = env.str("AGENT_PUBLIC_URL", default="http://127.0.0.1:8000")
+# Where this site is reached from outside: links in e-mails (a run's admin page) are built on it. By default where
+# `make run` serves: its PORT.
+AGENT_PUBLIC_URL = env.str("AGENT_PUBLIC_URL", default=f"http://127.0.0.1:{env.str('PORT', default='') or 8000}")
 # E-mail (Django 6.1's MAILERS): printed to the console (with DEBUG on) unless EMAIL_URL names an SMTP server
 # (smtp://user:password@host:25, smtp+tls://…:587, smtps://…:465), or the variables named like Django's classic
 # settings are set: EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS, EMAIL_USE_SSL.

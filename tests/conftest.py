@@ -51,6 +51,12 @@ def _doorbell_listeners_stop_before_the_test_database_goes(django_db_setup):
             thread.join(3)
 
 
+@pytest.fixture(autouse=True)
+def _demo_writes_at_once(settings):
+    """The demo model pauses between the words of a streamed reply for people; tests that want it set it."""
+    settings.AGENT_DEMO_WORD_PAUSE_S = 0
+
+
 @pytest.fixture
 def stub():
     """A scripted HTTP server on 127.0.0.1, stopped after the test."""

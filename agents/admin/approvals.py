@@ -20,6 +20,7 @@ from django.db.models.functions import Cast, Coalesce
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
@@ -82,7 +83,7 @@ class PendingApprovalAdmin(ReadOnlyAdmin):
 
     @admin.display(description="waiting since", ordering="waiting_since")
     def waiting_since(self, run) -> str:
-        return timezone.localtime(run.waiting_since).strftime("%Y-%m-%d %H:%M:%S")
+        return date_format(timezone.localtime(run.waiting_since), "DATETIME_FORMAT")  # the site's one format
 
     @admin.display(description="waited", ordering="-waiting_since")
     def age(self, run) -> str:

@@ -7,59 +7,40 @@ import json
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import (
-    Exists,
-    OuterRef,
-)
 from django.http import HttpRequest, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404
+from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from agents import errors
 from agents.admin.base import INPUT_CHARS, ReadOnlyAdmin, thread_label
+from agents.admin.filters import ApprovalExpiredFilter, EvalRunsFilter, OwnerFilter
+from agents.engine import parts, prompts
 from agents.evals.actions import make_eval_case
 from agents.models import Run, RunStatus, Step, StepKind, Thread
 from agents.permissions import can_decide, can_review
 from agents.runs import drive, review, selectors
 
 
-class ApprovalExpiredFilter(admin.SimpleListFilter):
-    """Runs with a call the system denied because nobody decided in time (`reviewer: null`, `reason: "expired"`)."""
-
-    title = "approval expired"
-    parameter_name = "approval_expired"
-
-    def lookups(self, request, model_admin):
-        return [("yes", "Yes"), ("no", "No")]
-
-    def queryset(self, request, queryset):
-        # One EXISTS per run over its own steps (the (run, index) index), never a scan of every step.
-        expired = Exists(
-            Step.objects.filter(
-                run=OuterRef("pk"), kind=StepKind.APPROVAL, data__reason=review.EXPIRED, data__reviewer=None
-            )
-        )
-        if self.value() == "yes":
-            return queryset.filter(expired)
-        if self.value() == "no":
-            return queryset.filter(~expired)
-        return queryset
-
-
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
+    # Ten columns fit beside the filters at 1400 px (no menu: agents/admin/__init__.py): status with its stop reason,
+    # provider / model with the protocol, headers that may wrap (templates/admin/agents/run/change_list.html).
     list_display = [
-        "short_id", "owner", "input_summary", "thread_title", "status", "stop_reason", "provider_model", "protocol",
-        "turns", "tokens", "duration", "created_at",
+        "short_id", "owner", "input_summary", "thread_title", "status_reason", "provider_model", "turns", "tokens",
+        "duration", "created",
     ]  # fmt: skip
     list_filter = [
         "status",
         "stop_reason",
         "provider",
         "protocol",
-        ("owner", admin.RelatedOnlyFieldListFilter),
+        ("owner", OwnerFilter),
+        EvalRunsFilter,
         ApprovalExpiredFilter,
         "created_at",
     ]
@@ -67,6 +48,7 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["owner", "thread"]
     date_hierarchy = "created_at"
     actions = ["cancel_runs", make_eval_case]
+    change_list_template = "admin/agents/run/change_list.html"
     change_form_template = "admin/agents/run/change_form.html"
     fields = [
         "id",
@@ -80,7 +62,11 @@ class RunAdmin(ReadOnlyAdmin):
         "model",
         "protocol",
         "mode",
+        "created_at",
+        "duration",
+        "thread_link",
     ]
+    readonly_fields = ["created_at", "duration", "thread_link"]
 
     @admin.display(description="run", ordering="id")
     def short_id(self, run: Run) -> str:
@@ -88,23 +74,49 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="input", ordering="input")
     def input_summary(self, run: Run) -> str:
-        """The goal on one line, cut short (the admin escapes it: it is user text)."""
-        return Truncator(" ".join(run.input.split())).chars(INPUT_CHARS)
+        """The goal on one line, cut short (the admin escapes it: it is user text), and how many images it has."""
+        text = Truncator(" ".join(run.input.split())).chars(INPUT_CHARS)
+        images = len(parts.images(run.input_parts))
+        return f"{text} [{images} image{'s' if images > 1 else ''}]".lstrip() if images else text
 
     @admin.display(description="thread")
     def thread_title(self, run: Run) -> str:
         return "—" if run.thread is None else thread_label(run.thread)
 
+    @admin.display(description="created", ordering="created_at")
+    def created(self, run: Run) -> str:
+        """The site's one date format (a date column of its own would not wrap between the date and the time)."""
+        return date_format(timezone.localtime(run.created_at), "DATETIME_FORMAT")
+
+    @admin.display(description="thread")
+    def thread_link(self, run: Run) -> str:
+        """The run's conversation on its page: a link when this user may open the thread's page (see get_object)."""
+        if run.thread is None:
+            return "—"
+        name, url = thread_label(run.thread), getattr(run, "thread_url", "")
+        if not url:
+            return format_html('<span id="run-thread">{}</span>', name)
+        return format_html('<span id="run-thread"><a href="{}" id="thread-link">{}</a></span>', url, name)
+
+    @admin.display(description="status", ordering="status")
+    def status_reason(self, run: Run) -> str:
+        """The status, and why a done run stopped: "done: final answer"."""
+        status = run.status.replace("_", " ")
+        return f"{status}: {run.stop_reason.replace('_', ' ')}" if run.stop_reason else status
+
     @admin.display(description="provider / model", ordering="provider")
     def provider_model(self, run: Run) -> str:
-        return f"{run.provider} / {run.model}"
+        return f"{run.provider} / {run.model} ({run.protocol})"
 
     @admin.display(description="tokens")
-    def tokens(self, run: Run) -> int:
-        return run.total_tokens
+    def tokens(self, run: Run) -> str:
+        return f"{run.total_tokens:,}"
 
     @admin.display(description="duration")
     def duration(self, run: Run) -> str:
+        """From creation to the last change (for a run not done yet: so far)."""
+        if run.created_at is None:
+            return "—"
         return f"{(run.updated_at - run.created_at).total_seconds():.2f} s"
 
     def has_review_permission(self, request: HttpRequest) -> bool:
@@ -125,6 +137,12 @@ class RunAdmin(ReadOnlyAdmin):
         decide = self.admin_site.admin_view(self.decide_view)
         return [path("<uuid:run_id>/decide/", decide, name="agents_run_decide"), *super().get_urls()]
 
+    def get_object(self, request, object_id, from_field=None):
+        run = super().get_object(request, object_id, from_field)
+        if run is not None:  # for thread_link, which is not given the request
+            run.thread_url = self._thread_url(request, run)
+        return run
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         run = self.get_object(request, unquote(object_id))
         if run is None:  # unknown or malformed id: the admin's own "doesn't exist" redirect, not a 500
@@ -133,25 +151,23 @@ class RunAdmin(ReadOnlyAdmin):
         run.paused_steps = steps  # the selector reads the steps loaded here: no second query
         context = {
             "run": run,
-            **self._thread_context(request, run),
+            "input_images": input_images(run),
             **_pending_context(request, run),
-            "steps": [_step_view(s) for s in steps],
+            "steps": _step_views(run, steps),
             "decide_url": reverse("admin:agents_run_decide", args=[run.pk]),
+            "live_events_url": _live_events_url(request, run),
+            "last_step": steps[-1].index if steps else -1,
         }
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **context})
 
-    def _thread_context(self, request: HttpRequest, run: Run) -> dict:
-        """The run's thread for its page: a link when this user may open the thread's page, else its name."""
+    def _thread_url(self, request: HttpRequest, run: Run) -> str:
+        """The page of the run's thread when this user may open it, else empty."""
         thread = run.thread
         if thread is None:
-            return {"run_thread": None}
+            return ""
         threads = self.admin_site._registry.get(Thread)
         may_open = threads is not None and threads.has_view_permission(request, thread)
-        return {
-            "run_thread": thread,
-            "thread_name": thread_label(thread),
-            "thread_url": reverse("admin:agents_thread_change", args=[thread.pk]) if may_open else "",
-        }
+        return reverse("admin:agents_thread_change", args=[thread.pk]) if may_open else ""
 
     def decide_view(self, request: HttpRequest, run_id):
         """Decide waiting calls through the same service as the API: every call of the reply at once
@@ -190,6 +206,15 @@ class RunAdmin(ReadOnlyAdmin):
         decisions = _posted_decisions(post)
         run = review.decide_approval(run_id=run.pk, actor=request.user, decisions=decisions, continue_run=True)
         return run, len(decisions)
+
+
+def _live_events_url(request: HttpRequest, run: Run) -> str:
+    """The run's event stream, which the page of an unfinished run follows; empty when the run is done or the API
+    would not show this user the run (view-only staff see other people's runs here, not there)."""
+    visible = can_review(request.user) or run.owner_id == request.user.pk  # the rule of permissions.visible_runs
+    if run.status == RunStatus.DONE or not visible:
+        return ""
+    return reverse("run-events", args=[run.pk])
 
 
 def _pending_context(request: HttpRequest, run: Run) -> dict:
@@ -258,6 +283,33 @@ def _edited_arguments(raw: str, call: int | None = None) -> object:
 LONG_OUTPUT_CHARS = 400
 
 
+def input_images(run: Run) -> list[dict]:
+    """The images of a run's input for its page: base64 ones as data: URLs (their type was checked against their
+    bytes, and is never SVG), URL ones as links only (the page fetches nothing from elsewhere)."""
+    shown = []
+    for n, image in enumerate(parts.images(run.input_parts), 1):
+        if image.get("url"):
+            shown.append({"n": n, "url": image["url"]})
+        else:
+            size = parts.decoded_size(image["data"])
+            src = f"data:{image['media_type']};base64,{image['data']}"
+            shown.append({"n": n, "src": src, "label": f"{image['media_type']}, {filesizeformat(size)}"})
+    return shown
+
+
+def _step_views(run: Run, steps: list[Step]) -> list[dict]:
+    """The trace: each step's view; an error step that sent the model a retry prompt shows that prompt."""
+    views, previous = [], None
+    for step in steps:
+        view = _step_view(step)
+        if step.kind == StepKind.ERROR:
+            current = {"kind": step.kind, **step.data}
+            view["retry_prompt"] = prompts.retry_prompt(run.protocol, current, previous, run.output_schema)
+        previous = {"kind": step.kind, **step.data}
+        views.append(view)
+    return views
+
+
 def _step_view(step: Step) -> dict:
     """What the trace template shows of a step (plain data: the template escapes everything)."""
     data = dict(step.data)
@@ -271,13 +323,40 @@ def _step_view(step: Step) -> dict:
     for key in ("arguments", "original_arguments", "usage"):
         if key in data:
             view[f"{key}_json"] = json.dumps(data[key], indent=2)
+    if step.kind == StepKind.APPROVAL:  # the arguments once, unless the reviewer edited them
+        view["edited"] = bool(data.get("approved")) and data.get("arguments") != data.get("original_arguments")
     view["tool_calls_json"] = [
         {"name": c["name"], "id": c["id"], "arguments": json.dumps(c["arguments"])}
         for c in data.get("tool_calls") or []
     ]
-    output = data.get("output") or ""
+    output = data.get("output") if step.kind == StepKind.TOOL else None  # an error step's "output" is a flag
+    output = output if isinstance(output, str) else ""
     view["long_output"] = len(output) > LONG_OUTPUT_CHARS
     view["output_head"] = output[:LONG_OUTPUT_CHARS]
+    if step.kind == StepKind.MODEL and ("finish" in data or "thinking" in data or "blocks" in data):
+        view |= _unusual_reply_view(data)
+    return view
+
+
+FINISH_LABELS = {
+    "output_truncated": "output truncated: the reply reached the output token limit; its tool calls were not run",
+    "content_filtered": "content filtered: the provider's content filter stopped the reply",
+    "pause_turn": "paused: the provider paused a long turn; the next call continues it",
+}
+
+
+def _unusual_reply_view(data: dict) -> dict:
+    """A model reply's way of ending when unusual (`finish_label`; a refusal with its text) and the model's own
+    thinking (`thinking`, shown folded; `redacted_thinking`: how many blocks the provider sent encrypted)."""
+    finish = data.get("finish")
+    view: dict = {"finish_ends_run": finish in ("output_truncated", "content_filtered", "refused")}
+    if finish == "refused":
+        view["finish_label"] = f"refused: {(data.get('text') or '').strip() or '(no reason given)'}"
+    elif finish:
+        view["finish_label"] = FINISH_LABELS.get(finish, finish.replace("_", " "))
+    blocks = data.get("blocks") or []
+    view["redacted_thinking"] = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "redacted_thinking")
+    view["thinking"] = data.get("thought") if data.get("thinking") else None
     return view
 
 

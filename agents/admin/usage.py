@@ -4,7 +4,6 @@ status, approvals waiting, tokens over the last 30 days as a chart, the top user
 from __future__ import annotations
 
 from datetime import date, timedelta
-from types import SimpleNamespace
 
 from django.conf import settings
 from django.contrib import admin
@@ -132,8 +131,7 @@ def _with_quotas(users: list[dict]) -> None:
         TokenQuota.objects.filter(user_id__in={u["user_id"] for u in users}).values_list("user_id", "daily_tokens")
     )
     for user in users:
-        facts = SimpleNamespace(quota_facts=(overrides.get(user["user_id"]),))  # quota_for's no-query form
-        user["quota"] = quotas.quota_for(user["user_id"], facts)
+        user["quota"] = quotas.daily_quota(overrides.get(user["user_id"]))
 
 
 def _usage_chart(days: list[date], totals: list[int]) -> dict:
@@ -146,7 +144,7 @@ def _usage_chart(days: list[date], totals: list[int]) -> dict:
             {
                 "day": day,
                 "tokens": total,
-                "label": f"{day:%a %d %b}: {total:,} tokens",
+                "label": f"{day:%a %Y-%m-%d}: {total:,} tokens",
                 "slot_x": i * SLOT_W,
                 "x": i * SLOT_W + (SLOT_W - BAR_W) / 2,
                 "y": round(BARS_H - height, 1),
@@ -156,7 +154,7 @@ def _usage_chart(days: list[date], totals: list[int]) -> dict:
     busiest = days[totals.index(peak)]
     summary = f"{sum(totals):,} tokens over {len(days)} days; today {totals[-1]:,}"
     if peak:
-        summary += f"; the busiest day was {busiest:%d %b} with {peak:,}"
+        summary += f"; the busiest day was {busiest:%Y-%m-%d} with {peak:,}"
     return {
         "bars": bars,
         "first": days[0],

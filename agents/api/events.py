@@ -8,9 +8,11 @@ index it saw) and gets only what came after.
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
+from django.db.models import F
 from rest_framework.renderers import BaseRenderer
 
 from agents.models import Run, RunStatus, Step
@@ -22,7 +24,9 @@ KEEPALIVE_S = 15.0
 # With a doorbell a stream reads only when rung (its listener rings every stream when it (re)connects, for what it
 # may have missed); this re-read is the safety net for a ring that failed to be sent at all.
 RECHECK_S = 60.0
-MAX_STREAM_S = 600.0  # a paused run can wait for hours: the client reconnects with Last-Event-ID
+MAX_STREAM_S = 600.0
+HOLD_S = 0.5  # at most this long a tool's step waits for its tool.finished (see _Stream._read)
+HOLD_RECHECK_S = 0.02  # a paused run can wait for hours: the client reconnects with Last-Event-ID
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -42,56 +46,190 @@ def frame(event: str, data: object, event_id: int | None = None) -> str:
 
 
 def run_events(
-    run_id, after: int, *, poll_s: float = POLL_S, max_s: float = MAX_STREAM_S, sleep=time.sleep
+    run_id,
+    after: int,
+    *,
+    poll_s: float = POLL_S,
+    max_s: float = MAX_STREAM_S,
+    sleep=None,
+    deltas: bool = True,
 ) -> Iterator[str]:
-    """Step events after index `after`, a `run` event whenever the status changes, then `done`.
+    """Step events after index `after`, a `run` event whenever the status changes, then `done`; between them the
+    live events of the work in progress (`assistant.delta`, `assistant.retry` unless `deltas` is off; `tool.started`,
+    `tool.finished`), which carry no id and are never replayed.
 
-    With a doorbell (Redis, or PostgreSQL LISTEN/NOTIFY) the stream sleeps until the run's next commit rings it,
-    sending keep-alives meanwhile without reading anything (and re-reading after RECHECK_S all the same); on SQLite
-    it polls every `poll_s`. Between reads it holds no database connection (on PostgreSQL it goes back to the pool):
-    a stream can stay open for minutes.
+    With a doorbell (Redis, or PostgreSQL LISTEN/NOTIFY) the stream sleeps until the run's next commit rings it or a
+    live event comes, sending keep-alives meanwhile without reading anything (and re-reading after RECHECK_S all the
+    same); on the embedded default it reads every `poll_s` and forwards live events as they come. Between reads it
+    holds no database connection (on PostgreSQL it goes back to the pool): a stream can stay open for minutes.
+    `sleep`: a test's stand-in for the wait between two polls.
     """
-    with doorbell.watching(run_id) as bell:
-        yield from _stream(run_id, after, bell, poll_s=poll_s, max_s=max_s, sleep=sleep)
+    with doorbell.following(run_id) as watch:
+        yield from _Stream(run_id, after, watch, deltas).frames(poll_s=poll_s, max_s=max_s, sleep=sleep)
 
 
-def _stream(run_id, after: int, bell, *, poll_s: float, max_s: float, sleep) -> Iterator[str]:
-    started = last_beat = time.monotonic()
-    status = None
-    while True:
-        if bell is not None:
-            bell.clear()  # before reading: a commit from now on rings again
+LIVE_TEXT = ("assistant.delta", "assistant.retry")
+
+
+class _Stream:
+    """One client's stream: what it has been sent, so a live event that a committed step already covers (it came
+    late, from another process) is left out."""
+
+    def __init__(self, run_id, after: int, watch: doorbell.Watch, deltas: bool) -> None:
+        self.run_id, self.after, self.watch, self.deltas = run_id, after, watch, deltas
+        self.status: str | None = None
+        self.turns = 0  # the run's committed model turns: text of those is history
+        self.tools_done: set[str] = set()  # call ids whose tool step went out
+        self.calls: set[str] = set()  # call ids a model step that went out asked for
+        self.running: set[str] = set()  # call ids whose tool.started went out, and not yet tool.finished
+        self.holding: dict[str, float] = {}  # since when a tool step waits for its tool.finished
+        self.read_for_turn = 0  # the latest turn whose first text had the stream read what came before it
+        self.writing: int | None = None  # the turn whose text went out and whose assistant.end has not come
+        self.finished = False
+
+    def frames(self, *, poll_s: float, max_s: float, sleep) -> Iterator[str]:
+        started = last_beat = time.monotonic()
+        wait_s = poll_s if self.watch.polls else RECHECK_S
+        early = [item for item in self.watch.take() if item is not doorbell.RING]  # the first read covers rings
+        yield from self._read()
+        for item in early:
+            yield from self._live(_Live(*item))
+        next_read = time.monotonic() + wait_s
+        while not self.finished:
+            now = time.monotonic()
+            if now - started >= max_s:
+                return
+            if now - last_beat >= KEEPALIVE_S:
+                last_beat = now
+                yield ": keep-alive\n\n"
+            release_connection()
+            if self.watch.polls and sleep is not None:
+                sleep(poll_s)
+                next_read = 0.0  # the poll's wait is over
+            else:
+                until = min(next_read, last_beat + KEEPALIVE_S, started + max_s)
+                self.watch.event.wait(max(0.0, until - time.monotonic()))
+            reacquire_connection()
+            read = time.monotonic() >= next_read
+            for item in self.watch.take():
+                if item is doorbell.RING:
+                    read = True
+                    continue
+                live = _Live(*item)
+                if not (read or self._ahead(live)):
+                    yield from self._live(live)
+                else:  # a ring came first, or the event is of work past what was read: the steps go out before it
+                    held = yield from self._read(also=live.call_id)
+                    read = False
+                    next_read = time.monotonic() + (HOLD_RECHECK_S if held else wait_s)
+                    yield from self._live(live)
+                if self.finished:
+                    return
+            if read:
+                held = yield from self._read()
+                next_read = time.monotonic() + (HOLD_RECHECK_S if held else wait_s)
+
+    def _read(self, also: str | None = None) -> Generator[str, None, bool]:
+        """Send what was committed since the last read; True when it held a step back.
+
+        A step whose live events went out in part is held back, with what follows it, for up to HOLD_S (`_holds`):
+        the rest is sent before that step commits but may reach this process a moment after it, and clients read
+        the text, then the reply's step; tool.started, tool.finished, then the tool's step. `also`: a tool call
+        whose tool.started is in hand."""
         # The run first, then its steps: a unit's steps commit together with the run's new status, so every step
         # behind the status we read is in the step query that follows (and goes out before `run` / `done`).
-        run = Run.objects.filter(pk=run_id).first()
+        run = Run.objects.filter(pk=self.run_id).first()
         if run is None:  # deleted while streaming
-            return
-        for step in Step.objects.filter(run_id=run_id, index__gt=after).order_by("index"):
-            yield frame("step", representation.step_json(step), step.index)
-            after = step.index
-        if run.status != status:
-            status = run.status
+            self.finished = True
+            return False
+        # Each step comes with the run's turns as of the same snapshot: text of a reply that snapshot has committed,
+        # arriving late, is left out (the step says it all) — unless a step is held back, whose text still counts.
+        steps = Step.objects.filter(run_id=self.run_id, index__gt=self.after).annotate(run_turns=F("run__turns"))
+        committed = run.turns
+        for step in steps.order_by("index"):
+            data = representation.step_json(step)
+            if self._holds(step.kind, data, also):
+                return True
+            committed = max(committed, step.run_turns)
+            if step.kind == "tool" and data.get("call_id"):
+                self.tools_done.add(data["call_id"])
+            for call in data.get("tool_calls") or ():
+                self.calls.add(call.get("id"))
+            yield frame("step", data, step.index)
+            self.after = step.index
+        self.turns = max(self.turns, committed)
+        if run.status != self.status:
+            self.status = run.status
             yield frame("run", representation.run_json(run))
         if run.status == RunStatus.DONE:
             yield frame("done", representation.run_json(run))
-            return
-        now = time.monotonic()
-        if now - started >= max_s:
-            return
-        if now - last_beat > KEEPALIVE_S:
-            last_beat = now
-            yield ": keep-alive\n\n"
-        release_connection()
-        if bell is None:
-            sleep(poll_s)
+            self.finished = True
+        return False
+
+    def _holds(self, kind: str, data: dict, also: str | None) -> bool:
+        """Whether this step waits (at most HOLD_S) for the live events that come before it: a tool's step for its
+        tool.finished, a reply's step for the end of its text (assistant.end)."""
+        call = data.get("call_id") if kind == "tool" else None
+        if call is not None and (call in self.running or call == also):
+            waits_for = call
+        elif kind in ("model", "error") and self.writing is not None:
+            waits_for = f"turn {self.writing}"
         else:
-            # Until rung: keep-alives for the proxies, no read. At the latest, a read after RECHECK_S (or at max_s).
-            until = min(now + RECHECK_S, started + max_s)
-            while not bell.wait(max(0.0, min(until, last_beat + KEEPALIVE_S) - time.monotonic())):
-                now = time.monotonic()
-                if now >= until:
-                    break
-                if now - last_beat >= KEEPALIVE_S:
-                    last_beat = now
-                    yield ": keep-alive\n\n"
-        reacquire_connection()
+            return False
+        return time.monotonic() - self.holding.setdefault(waits_for, time.monotonic()) < HOLD_S
+
+    def _ahead(self, live: _Live) -> bool:
+        """Whether a live event is of work that follows commits this stream has not read (without a doorbell to
+        ring, the embedded default learns of commits by reading): the first text of a turn, or a tool call its
+        reply's step did not announce."""
+        if live.event in LIVE_TEXT:  # a new turn's model call starts after the last unit committed: read it once
+            if live.turn > self.read_for_turn:
+                self.read_for_turn = live.turn
+                return True
+            return False
+        return live.event == "tool.started" and live.call_id not in self.calls
+
+    def _live(self, live: _Live) -> Iterator[str]:
+        event = live.event
+        if event == "assistant.end":  # not for clients: the reply's text is all out
+            self.writing = None
+            return
+        if event in LIVE_TEXT:
+            if not self.deltas or live.turn <= self.turns:  # a committed reply: its step says it all
+                return
+            self.writing = live.turn
+        elif event.startswith("tool."):
+            if live.call_id is None or live.call_id in self.tools_done:
+                return
+            if event == "tool.started":
+                self.running.add(live.call_id)
+            else:
+                self.running.discard(live.call_id)
+        else:
+            return  # not an event of ours
+        yield f"event: {event}\ndata: {live.data}\n\n"
+
+
+_TURN = re.compile(r'\{"turn":(\d+)[,}]')
+
+
+class _Live:
+    """A live event from the bus, read once: its turn (text events) or call id (tool events)."""
+
+    __slots__ = ("event", "data", "turn", "call_id")
+
+    def __init__(self, event: str, data: str) -> None:
+        self.event, self.data, self.turn, self.call_id = event, data, 0, None
+        if event in LIVE_TEXT or event == "assistant.end":
+            match = _TURN.match(data)  # the bus writes {"turn":N,...} compactly: no need to parse the text
+            self.turn = int(match[1]) if match else _field(data, "turn", 0)
+        elif event.startswith("tool."):
+            self.call_id = _field(data, "call_id", None)
+
+
+def _field(data: str, name: str, default):
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return default
+    return value.get(name, default) if isinstance(value, dict) else default

@@ -1,4 +1,8 @@
-"""Service errors to HTTP: DRF shapes ({"detail": …} or field errors), never a stack trace."""
+"""Service errors to HTTP: DRF shapes ({"detail": …} or field errors), never a stack trace.
+
+Every 404 says the same, NOT_FOUND, whatever was not there: an address, a run, a thread, an agent, a tool (so a
+client reads the status, and another user's object reads exactly like a missing one).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import logging
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.db.utils import InterfaceError, OperationalError
+from django.http import Http404
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.response import Response
@@ -21,20 +26,21 @@ _STATUS = {
     errors.NotAllowed: status.HTTP_403_FORBIDDEN,
     errors.RunBusy: status.HTTP_409_CONFLICT,
     errors.RunFinished: status.HTTP_409_CONFLICT,
-    errors.UnknownTool: status.HTTP_404_NOT_FOUND,
     errors.ThreadBusy: status.HTTP_409_CONFLICT,
 }
 # The database lost, refusing, or out of pooled connections (psycopg_pool's PoolTimeout reaches us as Django's
 # OperationalError): a 503 the client may retry, in JSON, where Django would answer its HTML 500 page.
 DATABASE_UNAVAILABLE = "The database is unavailable; try again shortly."
 DATABASE_RETRY_AFTER_S = 2
+NOT_FOUND = "Not found."  # DRF's own text; also the answer of an address no route matches (reactsite/urls.py)
 
 log = logging.getLogger(__name__)
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, ObjectDoesNotExist):
-        exc = NotFound()
+    if isinstance(exc, Http404 | ObjectDoesNotExist | errors.UnknownTool | NotFound):
+        # Not DRF's "No Run matches the given query." nor a view's own text: one answer for every 404.
+        return Response({"detail": NOT_FOUND}, status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, RequestDataTooBig):  # else Django's HTML 400 page, with no message
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response({"detail": f"The request body is larger than {limit} bytes."}, status=413)

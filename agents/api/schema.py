@@ -4,13 +4,14 @@ stream's shape and the error statuses every route answers. The schema must tell 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular import plumbing
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 
+from agents.api import inputs
 from agents.providers import ProviderConfigError, provider_class
 from agents.runs import runtime
 
@@ -20,8 +21,10 @@ NO_NUL = "^[^\\u0000]*$"
 NO_NUL_NON_EMPTY = "^[^\\u0000]+$"
 # Not blank (some character that is not whitespace) and no NUL anywhere: what StrictCharField accepts.
 NON_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
-JSON_VALUE = "NulFreeJsonValue"
-JSON_VALUE_REF = {"$ref": f"#/components/schemas/{JSON_VALUE}"}
+# Free-form JSON is said to be free-form, never spelled out as a recursive schema: client generators cannot follow one
+# (issue 34). What the server checks inside it (no NUL at any depth) is validation, said in words.
+FREE_FORM_OBJECT = {"type": "object", "additionalProperties": {}}
+NUL_FREE = "No NUL character in any key or string inside it, at any depth (else 400)."
 
 
 class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
@@ -38,30 +41,82 @@ class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
         return {**schema, "minLength": 1, "pattern": NON_BLANK}  # min_length validators may raise it further
 
 
+# A run's input as a list of parts (API.md v1.2, "Images on a run"; agents/api/inputs.py). What JSON Schema cannot
+# say is in words: at most AGENT_MAX_IMAGES images, AGENT_MAX_INPUT_CHARS characters of text in all, base64 bytes of
+# the type media_type names, at most AGENT_MAX_IMAGE_BYTES each, and URLs whose host resolves to public addresses.
+URL_PATTERN = f"^[Hh][Tt][Tt][Pp][Ss]://[^\\u0000{WHITESPACE}]*$"
+BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+PART_SCHEMAS = {
+    "InputTextPart": {
+        "type": "object",
+        "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string", "pattern": NON_BLANK}},
+        "required": ["type", "text"],
+        "additionalProperties": False,
+    },
+    "InputImageUrlPart": {
+        "type": "object",
+        "description": "An image at an https URL whose host resolves to public addresses only (else 400).",
+        "properties": {
+            "type": {"type": "string", "enum": ["image"]},
+            "url": {"type": "string", "maxLength": inputs.MAX_URL_CHARS, "pattern": URL_PATTERN},
+        },
+        "required": ["type", "url"],
+        "additionalProperties": False,
+    },
+    "InputImageDataPart": {
+        "type": "object",
+        "description": "An image as base64 (no data: prefix, no line breaks) whose bytes are of the type media_type "
+        "names, at most AGENT_MAX_IMAGE_BYTES once decoded (else 400).",
+        "properties": {
+            "type": {"type": "string", "enum": ["image"]},
+            "data": {"type": "string", "minLength": 4, "pattern": BASE64_PATTERN},
+            "media_type": {"type": "string", "enum": list(inputs.MEDIA_TYPES)},
+        },
+        "required": ["type", "data", "media_type"],
+        "additionalProperties": False,
+    },
+}
+
+
+def parts_schema(auto_schema) -> dict:
+    """The list form of a run's input, its part shapes registered as components."""
+    for name, schema in PART_SCHEMAS.items():
+        # A copy: drf-spectacular's enum post-processing rewrites a component's enums in place into $refs, and the
+        # next schema generated from these dicts would then point at enum components no one creates.
+        component = ResolvedComponent(name, ResolvedComponent.SCHEMA, schema=copy.deepcopy(schema), object=name)
+        auto_schema.registry.register_on_missing(component)
+    return {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": inputs.MAX_PARTS,
+        "items": {"oneOf": [{"$ref": f"#/components/schemas/{name}"} for name in PART_SCHEMAS]},
+        "description": f"Text and images. At most {settings.AGENT_MAX_IMAGES} images and "
+        f"{settings.AGENT_MAX_INPUT_CHARS} characters of text in all (else 400).",
+    }
+
+
+class RunInputFieldExtension(OpenApiSerializerFieldExtension):
+    """A run's input: a string, or (while AGENT_MAX_IMAGES > 0) a list of parts."""
+
+    target_class = "agents.api.serializers.RunInputField"
+    priority = 1  # before StrictCharFieldExtension, which matches it too (a subclass)
+
+    def map_serializer_field(self, auto_schema, direction) -> dict:
+        text = StrictCharFieldExtension(self.target).map_serializer_field(auto_schema, direction)
+        if settings.AGENT_MAX_IMAGES <= 0:
+            return text  # drf-spectacular adds the length bounds to a string schema
+        text = {**text, "minLength": max(self.target.min_length or 1, 1), "maxLength": self.target.max_length}
+        return {"oneOf": [text, parts_schema(auto_schema)], "description": "A string, or a list of parts."}
+
+
 class NulFreeDictFieldExtension(OpenApiSerializerFieldExtension):
-    """An object whose values hold no NUL at any depth (a recursive component); keys are refused with one too."""
+    """A free-form JSON object whose keys and strings hold no NUL at any depth (the field checks, the schema says)."""
 
     target_class = "agents.api.serializers.NulFreeDictField"
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema, direction) -> dict:
-        value = {
-            "description": "Any JSON value with no NUL character in its strings or keys.",
-            "anyOf": [
-                {"type": "string", "pattern": NO_NUL},
-                {"type": "number"},
-                {"type": "boolean", "nullable": True},  # OpenAPI 3.0 spells JSON null as a nullable type
-                {"type": "array", "items": JSON_VALUE_REF},
-                {"type": "object", "additionalProperties": JSON_VALUE_REF},
-            ],
-        }
-        component = ResolvedComponent(JSON_VALUE, ResolvedComponent.SCHEMA, schema=value, object=JSON_VALUE)
-        auto_schema.registry.register_on_missing(component)
-        return {
-            "type": "object",
-            "additionalProperties": JSON_VALUE_REF,
-            "description": "No NUL character in any key or string, at any depth (else 400).",
-        }
+        return {**FREE_FORM_OBJECT, "description": f"Any JSON object. {NUL_FREE}"}
 
 
 class RunSerializerExtension(OpenApiSerializerExtension):
@@ -77,12 +132,24 @@ class RunSerializerExtension(OpenApiSerializerExtension):
         properties["max_reflections"] |= {"minimum": 1, "description": "Present only when the run uses reflection."}
         for name in ("tools", "sensitive_tools"):
             properties[name] = {"type": "array", "items": {"type": "string"}, "readOnly": True}
+        properties["input"] = input_as_given(auto_schema)
         return schema
 
 
-def tool_names() -> list[str]:
-    """Every registered tool's name (ENUM_NAME_OVERRIDES: `tools` and `sensitive_tools` share one enum)."""
-    return runtime.tool_registry().names()
+def input_as_given(auto_schema) -> dict:
+    """A stored run's input as it was given: a string, or its list of parts."""
+    return {"oneOf": [{"type": "string"}, parts_schema(auto_schema)], "readOnly": True}
+
+
+class ThreadRunSerializerExtension(OpenApiSerializerExtension):
+    """A thread's run shows its input as it was given, like the run object."""
+
+    target_class = "agents.api.serializers.ThreadRunSerializer"
+
+    def map_serializer(self, auto_schema, direction) -> dict:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["properties"]["input"] = input_as_given(auto_schema)
+        return schema
 
 
 def usable_providers() -> list[str]:
@@ -97,8 +164,12 @@ def usable_providers() -> list[str]:
     return usable
 
 
+TOOL_NAMES = "Tool names, as GET /api/v1/tools lists them (an MCP server's tools come and go); unknown: 400."
+
+
 class RunCreateSerializerExtension(OpenApiSerializerExtension):
-    """The choices a run body may name, as this server is configured right now."""
+    """The providers a run body may name, as this server is configured right now; tool names are strings, not an enum
+    frozen when the document was made (a client generated before an MCP server connected must still name its tools)."""
 
     target_class = "agents.api.serializers.RunCreateSerializer"
 
@@ -107,7 +178,7 @@ class RunCreateSerializerExtension(OpenApiSerializerExtension):
         properties = schema["properties"]
         properties["provider"] = {"type": "string", "enum": usable_providers()}
         for name in ("tools", "sensitive_tools"):
-            properties[name]["items"] = {"type": "string", "enum": tool_names()}
+            properties[name]["description"] = TOOL_NAMES
         return schema
 
 
@@ -190,16 +261,22 @@ def postprocess(result: dict, generator, request, public) -> dict:
     for item in paths.values():
         for operation in item.values():
             _document_errors(operation, EXTRA_STATUSES.get(operation["operationId"], set()))
-    _forget_enum_names()
+    _defaults_in_words(result)
     return result
 
 
-def _forget_enum_names() -> None:
-    """drf-spectacular reads ENUM_NAME_OVERRIDES once per process, but the tool names change while a process lives
-    (an MCP server's tools come and go): the next document reads them again, so ToolNameEnum keeps its name."""
-    cached = getattr(plumbing, "_load_enum_name_overrides", None)
-    if cached is not None and hasattr(cached, "cache_clear"):
-        cached.cache_clear()
+def _defaults_in_words(result: dict) -> None:
+    """A request body's defaults are said in its fields' descriptions, not as `default`: generators read `default` as
+    "always present" (openapi-typescript makes such a field required), which holds for answers, not for requests."""
+    schemas = result["components"]["schemas"]
+    for item in result["paths"].values():
+        for operation in item.values():
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                ref = content["schema"].get("$ref", "")
+                for field in schemas.get(ref.rpartition("/")[2], {}).get("properties", {}).values():
+                    if "default" in field:
+                        default = json.dumps(field.pop("default"))
+                        field["description"] = f"{field.get('description', '')} Default: {default}.".lstrip()
 
 
 def _describe_operation(paths: dict, path: str, operation: dict) -> None:
@@ -220,23 +297,29 @@ def _describe_operation(paths: dict, path: str, operation: dict) -> None:
 
 
 def _document_filters(operation: dict) -> None:
-    """`?status=` and `?stop_reason=` left empty filter nothing (django-filter); there is no `null` to send."""
+    """`?status=` and `?stop_reason=` left empty filter nothing (django-filter): the enums hold only real values, and
+    the empty value is OpenAPI's own `allowEmptyValue`; there is no `null` to send."""
     for parameter in operation["parameters"]:
         schema = parameter["schema"]
         if parameter["name"] in ("status", "stop_reason"):
             schema.pop("nullable", None)
-            schema["enum"] = ["", *schema["enum"]]
+            schema["enum"] = [value for value in schema["enum"] if value not in ("", None)]
+            parameter["allowEmptyValue"] = True
             parameter["description"] += "\n* empty - any"
 
 
 def _document_tools(paths: dict, template: str, operation: dict) -> None:
-    """Each tool gets its own path with its own arguments schema; `{name}` then stands for an unknown tool (404)."""
+    """Each tool gets its own path with its own arguments schema; `{name}` stays any tool's name, a string (a tool
+    that connects after a client was generated is invoked there)."""
     registry, floor = runtime.tool_registry(), set(runtime.sensitive_floor())
     names = registry.names()
     for parameter in operation["parameters"]:
         if parameter["name"] == "name":
-            parameter["schema"] = {"type": "string", "not": {"enum": names}}
-            parameter["description"] = "A name no tool has: 404. Each tool has its own path below."
+            parameter["schema"] = {"type": "string"}
+            parameter["description"] = (
+                "A tool's name, as GET /api/v1/tools lists them (an MCP server's tools come and go); unknown: 404. "
+                "Each tool known when this document was made also has its own path, with its arguments' schema."
+            )
     for tool_name in names:
         tool = registry.get(tool_name)
         sensitive = runtime.is_sensitive(tool, floor)

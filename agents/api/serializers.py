@@ -9,18 +9,15 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
+import agents.api.schema_steps  # noqa: F401  (registers the step union)
+from agents.api import inputs
+from agents.api.inputs import json_type
+from agents.engine import parts
 from agents.engine.schemas import schema_problem
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
 from agents.runs import representation
 from agents.runs.representation import USAGE_KEYS
 from agents.runs.submit import REQUEST_LIMITS
-
-_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
-
-
-def json_type(value: object) -> str:
-    """How a parsed JSON value reads in an error message ("a number", "an object", ...)."""
-    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "null")
 
 
 class StrictStringMixin:
@@ -45,6 +42,25 @@ class StrictCharField(StrictStringMixin, serializers.CharField):
         if not self.allow_blank and not value.strip():
             self.fail("blank")
         return value
+
+
+class RunInputField(StrictCharField):
+    """A run's input: a string, or (with AGENT_MAX_IMAGES > 0) a list of parts with images, each checked before
+    anything is stored (agents/api/inputs.py). A string takes the same path as before parts existed."""
+
+    def to_internal_value(self, data):
+        if type(data) is list and settings.AGENT_MAX_IMAGES > 0:
+            found = inputs.problems(data)
+            if found:
+                raise serializers.ValidationError(found, code="invalid")
+            return data
+        if not isinstance(data, str) and settings.AGENT_MAX_IMAGES > 0:
+            raise serializers.ValidationError(f"Expected a string or a list of parts, got {json_type(data)}.")
+        return super().to_internal_value(data)
+
+    def run_validators(self, value) -> None:
+        if type(value) is not list:  # a list's bounds are its parts' (inputs.problems), not a string's length
+            super().run_validators(value)
 
 
 class StrictChoiceField(StrictStringMixin, serializers.ChoiceField):
@@ -217,7 +233,11 @@ class RunCreateSerializer(serializers.Serializer):
     instructions = StrictCharField(max_length=8000, required=False, allow_blank=True)
     temperature = StrictFloatField(**bounds("temperature"), required=False)
     max_output_tokens = StrictIntegerField(**bounds("max_output_tokens"), required=False)
-    output_schema = NulFreeDictField(required=False, help_text="A JSON Schema the final answer must satisfy.")
+    output_schema = NulFreeDictField(
+        required=False,
+        help_text="A JSON Schema the final answer must satisfy: any JSON object, with no NUL character in a key or "
+        "string inside it (else 400).",
+    )
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
 
     def validate_output_schema(self, value: dict) -> dict:
@@ -225,6 +245,9 @@ class RunCreateSerializer(serializers.Serializer):
         if problem:
             raise serializers.ValidationError(problem)
         return value
+
+    def validate(self, data: dict) -> dict:
+        return with_input_parts(data)
 
     def get_fields(self) -> dict:
         # Shallow copies: DRF deep-copies every declared field per instance (re-running each field's __init__),
@@ -242,8 +265,16 @@ def shallow(field: serializers.Field) -> serializers.Field:
 
 
 @functools.cache
-def _input_field(limit: int) -> StrictCharField:
-    return StrictCharField(min_length=1, max_length=limit)
+def _input_field(limit: int) -> RunInputField:
+    return RunInputField(min_length=1, max_length=limit)
+
+
+def with_input_parts(data: dict) -> dict:
+    """A list input as the services take it: `input_parts` as given, `input` their text (lists, search, titles)."""
+    value = data.get("input")
+    if type(value) is list:
+        data["input_parts"], data["input"] = value, parts.text_of(value)
+    return data
 
 
 def with_input_limit(fields: dict) -> dict:
@@ -266,6 +297,9 @@ class ThreadRunSerializer(serializers.ModelSerializer):
         model = Run
         fields = ["id", "input", "output", "status", "stop_reason", "created_at"]
         read_only_fields = fields
+
+    def to_representation(self, instance: Run) -> dict:
+        return {**super().to_representation(instance), "input": representation.run_input(instance)}
 
 
 class ThreadDetailSerializer(ThreadSerializer):
@@ -360,3 +394,20 @@ class AdvanceSerializer(serializers.Serializer):
                 for d in data["decisions"]
             ]
         return data
+
+
+class QueryChoiceField(serializers.ChoiceField):
+    """A query parameter from a fixed set; given empty (`?deltas=`) it is refused like any other value."""
+
+    def get_value(self, dictionary):
+        return dictionary.get(self.field_name, serializers.empty)
+
+
+class EventsQuerySerializer(serializers.Serializer):
+    deltas = QueryChoiceField(
+        choices=["0", "1"],
+        required=False,
+        default="1",
+        help_text="0 leaves out assistant.delta and assistant.retry (the live text); 1, the default, keeps them.",
+        error_messages={"invalid_choice": '"{input}" is not 0 or 1.'},
+    )

@@ -1,7 +1,7 @@
 """Routes of API.md under /api/v1/; a trailing slash is optional everywhere."""
 
 from django.urls import re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularJSONAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api.views.agents import AgentViewSet
@@ -34,6 +34,7 @@ urlpatterns = [
     re_path(r"^health/?$", HealthView.as_view(), name="health"),
     re_path(r"^usage/?$", UsageView.as_view(), name="usage"),
     re_path(r"^schema/?$", SpectacularAPIView.as_view(), name="schema"),
+    re_path(r"^schema\.json/?$", SpectacularJSONAPIView.as_view(), name="schema-json"),  # the same document, as JSON
     re_path(r"^docs/?$", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     *router.urls,
 ]

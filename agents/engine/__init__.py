@@ -5,7 +5,9 @@ from agents.engine.loop import EngineError, advance, cancel, decide, resume_call
 from agents.engine.pending import decision_problem, pending_action, pending_actions, pending_calls
 from agents.engine.state import RunState
 from agents.engine.types import (
+    CallStopped,
     HostStop,
+    LiveSink,
     ModelError,
     ModelReply,
     ModelRequest,
@@ -17,8 +19,10 @@ from agents.engine.types import (
 )
 
 __all__ = [
+    "CallStopped",
     "EngineError",
     "HostStop",
+    "LiveSink",
     "ModelError",
     "ModelReply",
     "ModelRequest",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +53,41 @@ def schema_error(parameters: Mapping[str, Any], arguments: Any) -> str | None:
         return f"the tool's schema is unusable: {exc}"
 
 
+# Tool-call arguments that were not a JSON object reach the engine as {RAW: the text the model wrote} (the providers'
+# parsers), and go back to the provider as that text.
+RAW = "__raw__"
+_JSON_KINDS = {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean", int: "a JSON number",
+               float: "a JSON number", type(None): "JSON null"}  # fmt: skip
+
+
+def raw_arguments(arguments: Any) -> str | None:
+    """The text of arguments that were not a JSON object, or None (an object, as usual)."""
+    if type(arguments) is dict and len(arguments) == 1:
+        raw = arguments.get(RAW)
+        return raw if isinstance(raw, str) else None
+    return None
+
+
+def not_an_object(raw: str) -> str:
+    """What is wrong with a call's arguments that are not a JSON object, in words the model can act on."""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return f"they are not valid JSON ({exc.msg} at position {exc.pos})"
+    except ValueError:
+        return "they are not valid JSON"
+    return f"they are {_JSON_KINDS.get(type(value), 'not an object')}, not an object"
+
+
+def unknown_tool(name: str, known: Iterable[str]) -> str:
+    """The observation for a call to a tool the run does not have: the closest names, then every name."""
+    names = sorted(known)
+    by_lower = {n.lower(): n for n in names}
+    close = [by_lower[m] for m in difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)]
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"Unknown tool '{name}'.{hint} Available tools: {', '.join(names) or 'none'}."
+
+
 def _call_with_timeout(tool: Tool, arguments: dict[str, Any], context: Any, timeout_s: float) -> str:
     """Run the tool; a tool marked `inline` runs in this thread, others in a daemon thread we stop waiting for."""
     if getattr(tool, "inline", False):
@@ -81,8 +118,14 @@ def run_tool(toolset: Toolset, name: str, arguments: Any, timeout_s: float, step
     """
     tool = toolset.tools.get(name)
     if tool is None:
-        known = ", ".join(sorted(toolset.tools)) or "none"
-        return _error(toolset, f"Unknown tool '{name}'. Available tools: {known}.")
+        return _error(toolset, unknown_tool(name, toolset.tools))
+    raw = raw_arguments(arguments)
+    if raw is not None:
+        return _error(
+            toolset,
+            f"The arguments of the call to '{name}' were not a JSON object: {not_an_object(raw)}. The tool did not "
+            "run; call it again with its arguments as one JSON object.",
+        )
     problem = schema_error(tool.parameters, arguments)
     if problem is not None:
         return _error(toolset, f"Invalid arguments for tool '{name}': {problem}. Fix them and try again.")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agents.engine import parts
+
 NO_ANSWER = "(No final answer: that run stopped with {reason}.)"
 
 
@@ -49,5 +51,40 @@ def messages(turns: Sequence[dict[str, Any]], protocol: str) -> list[dict[str, A
         answer = answer_text(turn)
         if protocol == "react" and turn.get("stop_reason") == "final_answer":
             answer = f"Final Answer: {answer}"
-        rendered += [{"role": "user", "content": turn["input"]}, {"role": "assistant", "content": answer}]
+        question = parts.as_content(turn.get("input_parts"), turn["input"])  # parts when it had images
+        rendered += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     return rendered
+
+
+IMAGE_LEFT_OUT = "(An image was here; it is not shown again.)"
+
+
+def images_bounded(turns: Sequence[dict[str, Any]], max_images: int) -> list[dict[str, Any]]:
+    """The turns with at most `max_images` images in all, the newest kept: an older image becomes a note (its turn's
+    text stays). Turns without images are returned as they are."""
+    kept: list[dict[str, Any]] = []
+    left = max(max_images, 0)
+    for turn in reversed(turns):
+        shown = turn.get("input_parts")
+        count = len(parts.images(shown))
+        if count and count > left:
+            shown = _keep_last_images(shown, left)
+            turn = {**turn, "input_parts": shown}
+        left -= len(parts.images(shown))
+        kept.append(turn)
+    kept.reverse()
+    return kept
+
+
+def _keep_last_images(content: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+    """The parts with only their last `keep` images; the others are notes."""
+    total = len(parts.images(content))
+    seen = 0
+    out = []
+    for part in content:
+        if part.get("type") == "image":
+            seen += 1
+            if seen <= total - keep:
+                part = {"type": "text", "text": IMAGE_LEFT_OUT}
+        out.append(part)
+    return out

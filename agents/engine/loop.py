@@ -5,20 +5,20 @@ Both are pure over the state they are given: they return a new state and the eve
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from agents.engine import react
-from agents.engine.dispatch import Toolset, run_tool, value_error
+from agents.engine.dispatch import Toolset, raw_arguments, run_tool
+from agents.engine.outcomes import Act, Final, Invalid, Outcome, Stop, classify, structured
 from agents.engine.pending import approval_for, decision_problem, is_sensitive, pending_actions, pending_calls
 from agents.engine.prompts import reflection_messages, render_messages
 from agents.engine.state import RunState
 from agents.engine.types import (
+    CallStopped,
     Clock,
     HostStop,
+    LiveSink,
     Model,
     ModelError,
     ModelReply,
@@ -34,25 +34,6 @@ class EngineError(Exception):
     """The caller asked for something the run's status does not allow (a programming or client error)."""
 
 
-@dataclass(frozen=True)
-class Final:
-    answer: str
-
-
-@dataclass(frozen=True)
-class Act:
-    calls: tuple[ToolCall, ...]
-
-
-@dataclass(frozen=True)
-class Invalid:
-    problem: str
-    output: bool = False  # a final answer that breaks the run's output schema (the model is shown the schema again)
-
-
-Outcome = Final | Act | Invalid
-
-
 # A call that failed this close to the deadline was cut by it (the provider shrinks its timeouts to the time left).
 DEADLINE_SLACK_S = 0.05
 
@@ -63,8 +44,10 @@ Interrupt = Callable[[], bool]
 class _Recorder:
     """Appends steps with gap-free indexes and collects the ones this unit produced."""
 
-    def __init__(self, state: RunState, clock: Clock, interrupt: Interrupt | None = None) -> None:
-        self.state, self.clock, self.interrupt = state, clock, interrupt
+    def __init__(
+        self, state: RunState, clock: Clock, interrupt: Interrupt | None = None, live: LiveSink | None = None
+    ) -> None:
+        self.state, self.clock, self.interrupt, self.live = state, clock, interrupt, live
         self.events: list[dict[str, Any]] = []
 
     def interrupted(self) -> bool:
@@ -80,10 +63,14 @@ class _Recorder:
         self.events.append(step)
         return step
 
-    def stop(self, reason: StopReason, message: str | None = None, output: str | None = None) -> None:
+    def stop(
+        self, reason: StopReason, message: str | None = None, output: str | None = None, error: str | None = None
+    ) -> None:
         if message is not None:
             self.add("error", message=message)
-        self.state.finish(reason, output=output, error=message if reason == StopReason.MODEL_ERROR else None)
+        if error is None and reason == StopReason.MODEL_ERROR:
+            error = message
+        self.state.finish(reason, output=output, error=error)
 
 
 def tool_specs(toolset: Toolset, state: RunState) -> list[ToolSpec]:
@@ -98,12 +85,14 @@ def advance(
     interrupt: Interrupt | None = None,
     *,
     reply_only: bool = False,
+    live: LiveSink | None = None,
 ) -> tuple[RunState, list[dict[str, Any]]]:
     """One unit: one model call and the tool calls it asked for, pausing before a sensitive one.
 
     `reply_only` stops after the model's reply is recorded, so the host can store it before any tool runs; the next
     `advance` then runs the calls it asked for (the rest of the same unit). A reply that asks only for instant tools
     (`instant_calls`) is the exception: they run at once, and the host stores the reply with their results.
+    `live` hears the reply as it is written and each tool call as it starts and ends (nothing of it is stored).
     """
     if state.status == Status.DONE:
         raise EngineError("the run is done")
@@ -111,7 +100,7 @@ def advance(
         raise EngineError("the run is awaiting approval")
     state = state.copy()
     state.status = Status.RUNNING
-    rec = _Recorder(state, clock, interrupt)
+    rec = _Recorder(state, clock, interrupt, live)
     if pending_calls(state):
         _run_pending(rec, toolset)
     else:
@@ -132,6 +121,7 @@ def decide(
     decisions: list[dict[str, Any]] | None = None,
     interrupt: Interrupt | None = None,
     record_only: bool = False,
+    live: LiveSink | None = None,
 ) -> tuple[RunState, list[dict[str, Any]]]:
     """Record decisions on pending calls, then run (or skip) them and the rest of the unit's calls.
 
@@ -153,7 +143,7 @@ def decide(
         raise EngineError(problem)
     chosen = {d["call_id"]: d for d in decisions}
     state = state.copy()
-    rec = _Recorder(state, clock, interrupt)
+    rec = _Recorder(state, clock, interrupt, live)
     for call in pending_calls(state):
         decision = chosen.get(call.id)
         if decision is None:
@@ -177,14 +167,18 @@ def decide(
 
 
 def resume_calls(
-    state: RunState, toolset: Toolset, clock: Clock, interrupt: Interrupt | None = None
+    state: RunState,
+    toolset: Toolset,
+    clock: Clock,
+    interrupt: Interrupt | None = None,
+    live: LiveSink | None = None,
 ) -> tuple[RunState, list[dict[str, Any]]]:
     """Run the calls the last reply asked for that are still pending (after a stored decision), pausing before a
     sensitive one; then the between-unit budget checks."""
     if state.status != Status.RUNNING:
         raise EngineError("the run is not running")
     state = state.copy()
-    rec = _Recorder(state, clock, interrupt)
+    rec = _Recorder(state, clock, interrupt, live)
     _run_pending(rec, toolset)
     _after_unit(rec)
     return state, rec.events
@@ -242,6 +236,7 @@ def _call_model(
     messages = render_messages(state, specs)
     if reflect:  # tool specs still go along: some providers refuse a transcript with tool calls but no tools
         messages = reflection_messages(messages, state.attempt_turns)
+    live, turn = rec.live, state.turns + 1
     try:
         request = ModelRequest(
             messages,
@@ -251,10 +246,22 @@ def _call_model(
             2 * len(state.history),
             state.temperature,
             state.max_output_tokens,
+            on_text=(lambda text: live.text(turn, text)) if live is not None else None,
+            on_retry=(lambda: live.retry(turn)) if live is not None else None,
+            interrupted=rec.interrupt,
         )
         reply = model.complete(request)
     except HostStop as exc:
         rec.stop(exc.reason, str(exc))
+        return None
+    except CallStopped as exc:  # a streamed call cut short: its usage so far counts, no partial step is kept
+        state.turns += 1
+        state.prompt_tokens += exc.usage.prompt_tokens
+        state.completion_tokens += exc.usage.completion_tokens
+        if exc.reason == StopReason.CANCELLED:
+            rec.stop(StopReason.CANCELLED)
+        else:
+            rec.stop(StopReason.TIMEOUT, f"deadline reached during {what}")
         return None
     except ModelError as exc:
         state.turns += 1
@@ -273,6 +280,7 @@ def _call_model(
 def _record_reply(rec: _Recorder, reply: ModelReply, outcome: Outcome, thought: str | None, latency: int) -> None:
     calls = [c.as_dict() for c in outcome.calls] if isinstance(outcome, Act) else []
     final = outcome.answer if isinstance(outcome, Final) else None
+    extra = _unusual_fields(reply, thought) if (reply.finish or reply.blocks or reply.reasoning) else {}
     rec.add(
         "model",
         latency,
@@ -281,66 +289,29 @@ def _record_reply(rec: _Recorder, reply: ModelReply, outcome: Outcome, thought: 
         tool_calls=calls,
         final_answer=final,
         usage=reply.usage.as_dict(),
+        **extra,
     )
     if isinstance(outcome, Final):
         rec.stop(StopReason.FINAL_ANSWER, output=outcome.answer)
+    elif isinstance(outcome, Stop):
+        rec.stop(outcome.reason, outcome.message, error=outcome.error)
     elif isinstance(outcome, Invalid) and outcome.output:
         rec.add("error", message=f"The final answer does not fit the output schema: {outcome.problem}", output=True)
     elif isinstance(outcome, Invalid):
         rec.add("error", message=f"Unusable reply: {outcome.problem}")
 
 
-def classify(reply: ModelReply, state: RunState, toolset: Toolset) -> tuple[Outcome, str | None]:
-    """Decide what a reply means: a final answer, tool calls, or an unusable reply."""
-    if state.protocol == "react":
-        return _classify_react(reply, state, toolset)
-    text, think = react.strip_think(reply.text or "")
-    thought = reply.reasoning or think
-    if reply.tool_calls:
-        calls = tuple(_with_id(c, len(state.steps), i) for i, c in enumerate(reply.tool_calls))
-        return Act(calls), thought or (text.strip() or None)
-    answer = react.parse(text).final_answer if react.has_final_answer(text) else text.strip()
-    if answer:
-        return Final(answer), thought
-    return Invalid("the reply was empty"), thought
-
-
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
-
-
-def structured(outcome: Final, schema: dict[str, Any]) -> Final | Invalid:
-    """A final answer checked against the run's output schema: its JSON text (a code fence removed), or Invalid with
-    the validator's message (the model gets it back while turns remain)."""
-    text = outcome.answer.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return Invalid(f"it is not JSON ({exc.msg} at position {exc.pos})", output=True)
-    problem = value_error(schema, value)
-    if problem is not None:
-        return Invalid(problem, output=True)
-    return Final(text)
-
-
-def _classify_react(reply: ModelReply, state: RunState, toolset: Toolset) -> tuple[Outcome, str | None]:
-    parsed = react.parse(reply.text or "")
-    thought = parsed.thought or reply.reasoning
-    if parsed.final_answer is not None:
-        if parsed.final_answer:
-            return Final(parsed.final_answer), thought
-        return Invalid("the Final Answer was empty"), thought
-    if parsed.action is None:
-        return Invalid(parsed.error or "no action"), thought
-    tool = toolset.tools.get(parsed.action)
-    arguments = react.action_arguments(parsed.action_input or "", tool.parameters if tool else None)
-    return Act((ToolCall(f"call_{len(state.steps)}", parsed.action, arguments),)), thought
-
-
-def _with_id(call: ToolCall, step_index: int, position: int) -> ToolCall:
-    return call if call.id else ToolCall(f"call_{step_index}_{position}", call.name, call.arguments)
+def _unusual_fields(reply: ModelReply, thought: str | None) -> dict[str, Any]:
+    """The model step's optional fields: `finish` (how an unusual reply ended), `blocks` (the provider's content
+    blocks to send back unchanged) and `thinking` (the thought is the model's own reasoning output)."""
+    extra: dict[str, Any] = {}
+    if reply.finish is not None:
+        extra["finish"] = reply.finish.value
+    if reply.blocks:
+        extra["blocks"] = list(reply.blocks)
+    if thought is not None and thought is reply.reasoning:
+        extra["thinking"] = True
+    return extra
 
 
 def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
@@ -355,14 +326,20 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
         if now >= state.deadline:
             return rec.stop(StopReason.TIMEOUT, "deadline reached before a tool call")
         approval = approval_for(state, call.id)
-        if approval is None and is_sensitive(state, toolset, call.name):
+        # A call whose arguments are not a JSON object cannot run: the model is told so at once, without a reviewer.
+        if approval is None and is_sensitive(state, toolset, call.name) and raw_arguments(call.arguments) is None:
             state.status = Status.AWAITING_APPROVAL
             return
         arguments = approval["arguments"] if approval else call.arguments
+        if rec.live is not None:
+            rec.live.tool_started(call.id, call.name, arguments)
         result = run_tool(toolset, call.name, arguments, state.deadline - now, step=len(state.steps))
+        latency = _ms(rec.clock() - now)
+        if rec.live is not None:
+            rec.live.tool_finished(call.id, call.name, result.is_error, latency)
         rec.add(
             "tool",
-            _ms(rec.clock() - now),
+            latency,
             call_id=call.id,
             name=call.name,
             arguments=arguments,

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agents.engine import history, react
+from agents.engine import history, parts, react
 from agents.engine.state import RunState
 from agents.engine.types import ToolSpec
 from agents.engine.wrapping import END, START, wrap
@@ -39,8 +39,11 @@ Final Answer: the answer
 {rule}"""
 
 CORRECTION = (
-    "Your last reply could not be used ({problem}). Reply either with 'Action:' and 'Action Input:' lines, "
-    "or with a line starting 'Final Answer:'."
+    "Your last reply could not be used: {problem}. Reply in one of these two shapes, each keyword at the start of "
+    "its own line:\n"
+    "Thought: what you will do next\nAction: the tool name, nothing else\n"
+    'Action Input: a JSON object, e.g. {{"argument": "value"}}\n'
+    "or\nThought: I know the answer\nFinal Answer: the answer"
 )
 CORRECTION_TOOLS = "Your last reply was empty. Call a tool, or answer the user's task."
 DENIED = "A human reviewer denied this call{reason}. The tool did not run; continue without it."
@@ -88,7 +91,7 @@ def reflection_messages(messages: list[dict[str, Any]], turns: int) -> list[dict
     """The attempt's transcript plus the request for a critique (merged into a trailing user message)."""
     prompt = REFLECT.format(turns=turns)
     if messages[-1]["role"] == "user":
-        return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + "\n\n" + prompt}]
+        return [*messages[:-1], {**messages[-1], "content": parts.appended(messages[-1]["content"], "\n\n" + prompt)}]
     return [*messages, {"role": "user", "content": prompt}]
 
 
@@ -103,7 +106,7 @@ def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(state.protocol, specs, state.instructions, state.output_schema)},
         *history.messages(state.history, state.protocol),
-        {"role": "user", "content": state.input + critiques},
+        {"role": "user", "content": _input(state, critiques)},
     ]
     previous: dict[str, Any] | None = None
     order: dict[str, int] = {}  # the last reply's call ids by position: results go back in call order
@@ -124,6 +127,25 @@ def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str
     return messages
 
 
+def _input(state: RunState, critiques: str) -> parts.Content:
+    """The run's input as the user message's content: its parts when it has images, else its text (as before)."""
+    if state.input_parts is None:
+        return state.input + critiques
+    return parts.appended(parts.as_content(state.input_parts, state.input), critiques)
+
+
+def retry_prompt(
+    protocol: str, step: dict[str, Any], previous: dict[str, Any] | None, schema: dict[str, Any] | None = None
+) -> str | None:
+    """What the model was told after an `error` step that answers its reply (a correction, or the output schema
+    again), exactly as `render_messages` sends it; None for any other step (an error that ended the run follows no
+    reply, or follows one that is not the model's)."""
+    if step["kind"] != "error":
+        return None
+    message = _render_step(protocol, step, previous, schema)
+    return None if message is None else str(message["content"])
+
+
 def _result(protocol: str, call_id: str, name: str, content: str) -> dict[str, Any]:
     if protocol == "react":
         return {"role": "user", "content": f"Observation: {content}"}
@@ -137,7 +159,10 @@ def _render_step(
     if kind == "model":
         if protocol == "react":
             return {"role": "assistant", "content": react.transcript_text(step["text"])}
-        return {"role": "assistant", "content": step["text"], "tool_calls": step["tool_calls"]}
+        message = {"role": "assistant", "content": step["text"], "tool_calls": step["tool_calls"]}
+        if "blocks" in step:  # the provider's own blocks (thinking with its signature, a paused turn), sent back as is
+            message["blocks"] = step["blocks"]
+        return message
     if kind == "tool":
         return _result(protocol, step["call_id"], step["name"], wrap(step["output"]))
     if kind == "approval" and not step["approved"]:
@@ -150,6 +175,7 @@ def _render_step(
                 "content": OUTPUT_CORRECTION.format(problem=problem, schema=json.dumps(schema, sort_keys=True)),
             }
         if protocol == "react":
-            return {"role": "user", "content": CORRECTION.format(problem=step["message"])}
+            problem = step["message"].removeprefix("Unusable reply: ")
+            return {"role": "user", "content": CORRECTION.format(problem=problem)}
         return {"role": "user", "content": CORRECTION_TOOLS}
     return None

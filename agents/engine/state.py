@@ -39,6 +39,9 @@ class RunState:
     temperature: float | None = None
     max_output_tokens: int | None = None
     output_schema: dict[str, Any] | None = None
+    # The input as a list of parts when it has images (agents.engine.parts); None for a string input, which `input`
+    # holds. `input` is then the text of the parts (what a text-only reader sees).
+    input_parts: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

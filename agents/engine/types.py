@@ -22,6 +22,18 @@ class StopReason(StrEnum):
     MODEL_ERROR = "model_error"
     CANCELLED = "cancelled"
     QUOTA_EXCEEDED = "quota_exceeded"
+    OUTPUT_TRUNCATED = "output_truncated"  # the reply reached the output token limit (its tool calls never run)
+    CONTENT_FILTERED = "content_filtered"  # the provider's content filter stopped the reply
+    REFUSED = "refused"  # the model declined to answer (OpenAI `refusal`, Anthropic `stop_reason: refusal`)
+
+
+class Finish(StrEnum):
+    """How a reply ended when not in the ordinary way (a complete answer or complete tool calls)."""
+
+    TRUNCATED = "output_truncated"  # OpenAI `finish_reason: length`, Anthropic `max_tokens`
+    FILTERED = "content_filtered"  # OpenAI `finish_reason: content_filter`
+    REFUSED = "refused"  # OpenAI `message.refusal`, Anthropic `stop_reason: refusal`
+    PAUSED = "pause_turn"  # Anthropic `pause_turn`: a server tool paused a long turn; send it back to continue
 
 
 class Protocol_(StrEnum):
@@ -72,7 +84,8 @@ class ModelRequest:
     """Everything a model needs for one call.
 
     `messages` use the engine's neutral roles: system, user, assistant (with optional
-    `tool_calls`: [{"id", "name", "arguments"}]) and tool (`tool_call_id`, `name`, `content`).
+    `tool_calls`: [{"id", "name", "arguments"}], and `blocks`: the provider's own content blocks to send back
+    unchanged instead, when the reply had any: see ModelReply) and tool (`tool_call_id`, `name`, `content`).
     In the react protocol `tools` is informational: providers send no tool specs.
     `history_messages`: how many messages after the system prompt are a thread's earlier turns (user/assistant
     pairs); the run's own input follows them.
@@ -85,20 +98,54 @@ class ModelRequest:
     history_messages: int = 0
     temperature: float | None = None  # None: the provider's default
     max_output_tokens: int | None = None  # None: the provider's default
+    # Streaming (all None: the provider makes a plain call). `on_text` receives the reply's text as it is written,
+    # `on_retry` is told when a call is retried after some text went out (that text is void), `interrupted` is asked
+    # between chunks (at most a few times a second) whether the host wants the call stopped.
+    on_text: Callable[[str], None] | None = None
+    on_retry: Callable[[], None] | None = None
+    interrupted: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)
 class ModelReply:
-    """One reply of a model, normalised across providers."""
+    """One reply of a model, normalised across providers.
+
+    `finish`: None when the reply ended the ordinary way, else how it ended (a refusal's text is in `text`).
+    `blocks`: the provider's own content blocks when they must go back unchanged in the next request (Anthropic:
+    thinking and redacted_thinking blocks with their signatures, server tool blocks, a paused turn); empty otherwise.
+    """
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     reasoning: str | None = None
+    finish: Finish | None = None
+    blocks: tuple[dict[str, Any], ...] = ()
 
 
 class ModelError(Exception):
     """A provider failed after its retries; the message is safe to show (no keys, no stack)."""
+
+
+class CallStopped(Exception):
+    """A streamed call was stopped before its reply was complete: the host interrupted it (`CANCELLED`) or the run's
+    deadline came (`TIMEOUT`). `usage`: what the provider had reported so far (0 when nothing)."""
+
+    def __init__(self, reason: StopReason, usage: Usage | None = None) -> None:
+        super().__init__(f"the model call was stopped ({reason})")
+        self.reason, self.usage = reason, usage or Usage()
+
+
+class LiveSink(Protocol):
+    """Where the engine reports work in progress (never stored; committed steps stay the record)."""
+
+    def text(self, turn: int, text: str) -> None: ...
+
+    def retry(self, turn: int) -> None: ...
+
+    def tool_started(self, call_id: str, tool: str, arguments: dict[str, Any]) -> None: ...
+
+    def tool_finished(self, call_id: str, tool: str, is_error: bool, latency_ms: int) -> None: ...
 
 
 class HostStop(Exception):

@@ -14,6 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from agents import errors
@@ -195,9 +196,18 @@ def _check_tools(cases: list[Case]) -> None:
             raise errors.InvalidRequest({"cases": [f"case '{case.id}' names unknown tool(s): {', '.join(unknown)}"]})
 
 
+EVAL_USER_PREFIX = "eval-"
+
+
 def _case_user():
     """A fresh, inactive user per case: memory cases cannot see each other's facts."""
-    return get_user_model().objects.create_user(f"eval-{uuid.uuid4().hex[:12]}", is_active=False)
+    return get_user_model().objects.create_user(f"{EVAL_USER_PREFIX}{uuid.uuid4().hex[:12]}", is_active=False)
+
+
+def eval_users(path: str = "") -> Q:
+    """The users eval cases run as (`_case_user`: inactive, named eval-…), as a filter on users; `path` leads to the
+    user from another model ("owner__" for runs). An active user who happens to be named eval-… is not one."""
+    return Q(**{f"{path}username__startswith": EVAL_USER_PREFIX, f"{path}is_active": False})
 
 
 def _run_case(eval_run: EvalRun, case: Case, protocol: str, config: EvalConfig, model: str) -> EvalResult:

@@ -34,6 +34,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from agents.engine import HostStop, ModelRequest, StopReason
+from agents.limits.owners import OwnerFacts
 from agents.models import DailyUsage, QuotaReservation, TokenQuota
 
 WAIT_S = 0.2  # between admission attempts while other calls of the user are in flight
@@ -61,15 +62,16 @@ def seconds_to_midnight() -> int:
     return max(1, int((midnight - now).total_seconds()) + 1)
 
 
-def quota_for(user_id: int, user=None) -> int:
-    """The user's daily quota (0: none): their override, else AGENT_DAILY_TOKEN_QUOTA. A `user` object that came
-    with `quota_facts` (the API's token look-up joins them) answers without a query."""
-    facts = getattr(user, "quota_facts", None)
-    if facts is not None:
-        override = facts[0]
-    else:
-        override = TokenQuota.objects.filter(user_id=user_id).values_list("daily_tokens", flat=True).first()
+def daily_quota(override: int | None) -> int:
+    """The daily quota (0: none) of a user whose override is `override`: it, else AGENT_DAILY_TOKEN_QUOTA."""
     return int(override if override is not None else settings.AGENT_DAILY_TOKEN_QUOTA)
+
+
+def quota_for(user_id: int, facts: OwnerFacts | None = None) -> int:
+    """The user's daily quota (0: none). With their `facts` (read with something else) it costs no query."""
+    if facts is not None and facts.user_id == user_id:
+        return daily_quota(facts.quota_override)
+    return daily_quota(TokenQuota.objects.filter(user_id=user_id).values_list("daily_tokens", flat=True).first())
 
 
 def usage(user_id: int, day=None) -> tuple[int, int]:
@@ -80,17 +82,17 @@ def usage(user_id: int, day=None) -> tuple[int, int]:
     return row.first() or (0, 0)
 
 
-def check_can_start(user) -> None:
-    """Before creating or advancing a run: QuotaExceeded when today's usage has reached the quota.
+def check_can_start(user_id: int, facts: OwnerFacts | None = None) -> None:
+    """Before creating or advancing a run of `user_id`: QuotaExceeded when today's usage has reached the quota.
 
-    An API request's user comes with its override and today's usage (`user.quota_facts`, from the token look-up):
-    then this costs no query at all.
+    An API request's facts (from its token look-up) hold the override and today's usage: then this costs no query.
     """
-    quota = quota_for(user.pk, user)
+    facts = facts.about(user_id) if facts is not None else None
+    quota = quota_for(user_id, facts)
     if not quota:
         return
-    facts = getattr(user, "quota_facts", None)
-    used = facts[1] if facts is not None and facts[2] == today() else sum(usage(user.pk))
+    known = facts.used_today if facts is not None else None
+    used = known[1] if known is not None and known[0] == today() else sum(usage(user_id))
     if used >= quota:
         raise QuotaExceeded(quota, used)
 
@@ -103,11 +105,13 @@ class Admission:
         self.reservation: uuid.UUID | None = None
 
     @classmethod
-    def for_run(cls, owner_id: int, deadline: float, owner=None, run_id: uuid.UUID | None = None) -> Admission | None:
+    def for_run(
+        cls, owner_id: int, deadline: float, facts: OwnerFacts | None = None, run_id: uuid.UUID | None = None
+    ) -> Admission | None:
         """The gate for a run's units in this hold, or None without a quota. A reservation this run already has
         belongs to an earlier holder that never gave it back (each hold gives its own back as it ends): that worker
         died mid-call, so the reservation goes now instead of when its call would have timed out."""
-        quota = quota_for(owner_id, owner)
+        quota = quota_for(owner_id, facts)
         if not quota:
             return None
         if run_id is not None:

@@ -167,8 +167,9 @@ class Gunicorn(_Child):
         raise RuntimeError(f"gunicorn did not become healthy within 30 s; its log ends:\n{tail}")
 
     def _saw(self, line: str) -> None:
-        if "Using worker:" in line:  # the worker class gunicorn names
-            self.worker_class = line.rsplit(":", 1)[1].strip()
+        if "Using worker:" in line:  # the worker class gunicorn names (its log lines are JSON)
+            message = _message(line)
+            self.worker_class = message.rsplit(":", 1)[1].strip()
 
     def worker_cpu_ms(self) -> dict[int, float]:
         """CPU ms used so far by each live worker (a child of the master)."""
@@ -359,3 +360,12 @@ def _one(session: requests.Session, url: str, load: Load, lock: threading.Lock, 
         else:
             load.non_2xx += 1
             load.last_error = f"{response.status_code} {response.text[:200]}"
+
+
+def _message(line: str) -> str:
+    """A log line's message: the `message` of a JSON line, else the line itself."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    return str(record.get("message", line)) if isinstance(record, dict) else line

@@ -66,12 +66,15 @@ def _params(opts: dict) -> dict:
     sizes = _whole_numbers(opts["sizes"], "--sizes")
     clients = _whole_numbers(opts["latency_clients"], "--latency-clients")
     counts = [*sizes, opts["queries"], opts["http_runs"], *clients, opts["background_runs"], opts["prune_runs"]]
+    counts.append(opts.get("stream_runs", 1))
     if any(n < 1 for n in counts):
         raise CommandError(
-            "--sizes, --queries, --http-runs, --latency-clients, --background-runs and --prune-runs must be at least "
-            "1.",
+            "--sizes, --queries, --http-runs, --latency-clients, --background-runs, --prune-runs and --stream-runs "
+            "must be at least 1.",
             returncode=2,
         )
+    if not opts.get("stream_seconds", 1) > 0:
+        raise CommandError("--stream-seconds must be more than 0.", returncode=2)
     if not opts["latency_seconds"] > 0:
         raise CommandError("--latency-seconds must be more than 0.", returncode=2)
     if not 0 <= opts["model_delay_ms"] <= 60_000:
@@ -85,6 +88,8 @@ def _params(opts: dict) -> dict:
         "model_delay_ms": opts["model_delay_ms"],
         "background_runs": opts["background_runs"],
         "prune_runs": opts["prune_runs"],
+        "stream_runs": opts.get("stream_runs", 200),
+        "stream_seconds": opts.get("stream_seconds", 8.0),
     }
 
 

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils.text import Truncator
 
 from agents import tasks
+from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunStatus, WebhookEvent
 from agents.notifications import webhooks
 from agents.permissions import REVIEW_PERMISSION
@@ -29,11 +30,11 @@ INPUT_CHARS = 300
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"  # where permissions and groups are stored
 
 
-def run_awaiting_approval(run, owner=None) -> None:
-    """The run has just started waiting for a decision (its pending calls are committed). `owner`: the owner's user
-    object when the caller has it (the API's token look-up says whether they have webhooks at all)."""
+def run_awaiting_approval(run, facts: OwnerFacts | None = None) -> None:
+    """The run has just started waiting for a decision (its pending calls are committed). `facts`: what the caller
+    read about the owner with something else (whether they have webhooks at all spares a look-up)."""
     with _never_failing(run, WebhookEvent.RUN_AWAITING_APPROVAL):
-        if _may_have_webhooks(owner):
+        if _may_have_webhooks(run, facts):
             webhooks.announce(run, WebhookEvent.RUN_AWAITING_APPROVAL)
     with _never_failing(run, "reviewer e-mail"):
         tasks.email_reviewers.enqueue(
@@ -41,26 +42,26 @@ def run_awaiting_approval(run, owner=None) -> None:
         )  # by name: a task's args[0] is taken for a run it drives (leases)
 
 
-def run_done(run, owner=None) -> None:
+def run_done(run, facts: OwnerFacts | None = None) -> None:
     """The run has just finished (called once per run, by the commit that made it done)."""
     with _never_failing(run, WebhookEvent.RUN_DONE):
-        if _may_have_webhooks(owner):
+        if _may_have_webhooks(run, facts):
             webhooks.announce(run, WebhookEvent.RUN_DONE)
 
 
-def on_run_done(sender, *, run, owner=None, **kwargs) -> None:
+def on_run_done(sender, *, run, facts: OwnerFacts | None = None, **kwargs) -> None:
     """Receiver of agents.runs.signals.run_done."""
-    run_done(run, owner)
+    run_done(run, facts)
 
 
-def on_run_awaiting_approval(sender, *, run, owner=None, **kwargs) -> None:
+def on_run_awaiting_approval(sender, *, run, facts: OwnerFacts | None = None, **kwargs) -> None:
     """Receiver of agents.runs.signals.run_awaiting_approval."""
-    run_awaiting_approval(run, owner)
+    run_awaiting_approval(run, facts)
 
 
-def _may_have_webhooks(owner) -> bool:
-    """False only when the owner is known to have none (read with their API token, in the same request)."""
-    return getattr(owner, "has_webhooks", True) is not False
+def _may_have_webhooks(run, facts: OwnerFacts | None) -> bool:
+    """False only when the owner is known to have none (read with the run or the request's token)."""
+    return facts is None or facts.user_id != run.owner_id or facts.has_webhooks
 
 
 @contextmanager

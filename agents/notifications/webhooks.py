@@ -69,8 +69,10 @@ def new_secret() -> str:
     return "whsec_" + secrets.token_hex(32)
 
 
-def destination_problem(url: str) -> str | None:
-    """Why webhooks may not be sent to `url` now (its scheme, or an address its host resolves to), or None."""
+def destination_problem(url: str, *, what: str = "webhooks") -> str | None:
+    """Why webhooks may not be sent to `url` now (its scheme, or an address its host resolves to), or None.
+
+    The same guard checks the image URLs of a run's input (agents/api/inputs.py, `what="image URLs"`)."""
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
         return "Only http and https URLs can receive webhooks."
@@ -87,7 +89,7 @@ def destination_problem(url: str) -> str | None:
     for info in infos:
         problem = address_problem(str(info[4][0]))
         if problem is not None:
-            return f"{host} resolves to {problem}: webhooks may only go to public addresses."
+            return f"{host} resolves to {problem}: {what} may only go to public addresses."
     return None
 
 

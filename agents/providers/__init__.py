@@ -36,8 +36,10 @@ __all__ = [
     "PROVIDERS",
     "Provider",
     "ProviderConfigError",
+    "accepts_images",
     "get_provider",
     "provider_class",
+    "usable",
     "validate_choice",
     "warm",
 ]
@@ -70,6 +72,15 @@ def validate_choice(name: str, model: str | None) -> str:
     return chosen
 
 
+def accepts_images(name: str, model: str) -> bool:
+    """Whether `model` of provider `name` takes images: the models AGENT_VISION_MODELS_<NAME> lists when it lists
+    any, else the provider's own rule (`Provider.vision`)."""
+    listed = settings.AGENT_VISION_MODELS.get(name) or []
+    if listed:
+        return model in listed
+    return provider_class(name).vision
+
+
 def get_provider(name: str, model: str | None = None) -> Provider:
     """A ready provider instance (validated)."""
     chosen = validate_choice(name, model)
@@ -83,13 +94,22 @@ def warm() -> list[str]:
     process). One that fails to import is logged and left for its first call to report, as without a warm-up: the
     process still serves the others. Returns the names imported."""
     names = []
-    for name in settings.AGENT_ALLOWED_PROVIDERS:
-        key = KEY_SETTINGS.get(name)
-        if name in PROVIDERS and (key is None or str(getattr(settings, key, "") or "").strip()):
-            try:
-                provider_class(name)
-            except ImportError as exc:
-                log.warning("provider %s could not be imported: %s", name, exc)
-                continue
-            names.append(name)
+    for name in usable():
+        try:
+            provider_class(name)
+        except ImportError as exc:
+            log.warning("provider %s could not be imported: %s", name, exc)
+            continue
+        names.append(name)
     return names
+
+
+def usable() -> list[str]:
+    """The providers a run may use here now: allowed (AGENT_ALLOWED_PROVIDERS, in its order), known, and with their
+    key when they need one. Nothing is imported."""
+    return [name for name in settings.AGENT_ALLOWED_PROVIDERS if name in PROVIDERS and _has_key(name)]
+
+
+def _has_key(name: str) -> bool:
+    key = KEY_SETTINGS.get(name)
+    return key is None or bool(str(getattr(settings, key, "") or "").strip())

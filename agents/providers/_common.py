@@ -324,3 +324,23 @@ def endpoint(client: Any, path: str) -> str:
         base = client.base_url  # the SDK's own merge: its base URL (always ending in "/") and the path without "/"
         url = urls[path] = str(base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode()))
     return url
+
+
+# --- streamed calls --------------------------------------------------------------------------------------------
+
+
+def post_stream(client: Any, path: str, payload: bytes, budget: Budget, stream_cls: type) -> Any:
+    """POST a streaming request through the SDK's own request path (auth, headers, retries of the request, status
+    errors) and return its response with the body unread. `stream_cls`: the SDK's Stream class, which the SDK needs
+    to be asked for a stream; we read the events from its `response` ourselves (sse_events), into plain dicts."""
+    options = {"timeout": budget.timeout_s, "max_retries": budget.max_retries}
+    stream = client.post(
+        endpoint(client, path), cast_to=object, content=payload, options=options, stream=True, stream_cls=stream_cls
+    )
+    return stream.response
+
+
+def failed(name: str, exc: BaseException, errors: SdkErrors, budget: Budget, attempts: int) -> ModelError:
+    message = safe_message(name, exc, errors, budget, attempts)
+    log.warning("LLM call failed: %s", message)
+    return ModelError(message)

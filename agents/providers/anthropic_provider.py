@@ -10,8 +10,8 @@ import anthropic
 import httpx2
 from django.conf import settings
 
-from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
-from agents.providers import _common
+from agents.engine.types import Finish, ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
+from agents.providers import _common, streaming
 from agents.providers.names import named_back, wire_name
 from agents.providers.transport import Transport
 
@@ -30,6 +30,7 @@ class AnthropicProvider(_common.KeyedProvider):
 
     name = "anthropic"
     default_model = "claude-sonnet-4-6"  # claude-sonnet-4-5 is deprecated (EOL 2026-11-30) in anthropic 2.14
+    vision = True
     key_setting = "ANTHROPIC_API_KEY"
     base_url_setting = "ANTHROPIC_BASE_URL"
     default_base_url = "https://api.anthropic.com"
@@ -47,7 +48,19 @@ class AnthropicProvider(_common.KeyedProvider):
         """One Messages call; ModelError with a safe message on any failure."""
         budget = _common.call_budget(self.name, request.timeout_s)
         client = self.client()
-        payload = json.dumps(build_kwargs(self.model, self.max_tokens, request)).encode()
+        kwargs = build_kwargs(self.model, self.max_tokens, request)
+        if request.on_text is not None:
+            payload = json.dumps({**kwargs, "stream": True}).encode()
+            streamed = streaming.stream_call(
+                self.name,
+                ERRORS,
+                budget,
+                request,
+                lambda: _common.post_stream(client, "/v1/messages", payload, budget, anthropic.Stream[Any]),
+                lambda: streaming.AnthropicStream(self.name, request.on_text),
+            )
+            return named_back(parse_reply(self.name, streamed), request.tools)
+        payload = json.dumps(kwargs).encode()
 
         def call() -> bytes:
             """The raw reply body (parsed and shape-checked by us, not by the SDK)."""
@@ -118,6 +131,8 @@ def wire_messages(messages: Sequence[dict[str, Any]]) -> tuple[str, list[dict[st
 def to_blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """One neutral message as (Anthropic role, content blocks); tool results are user-side blocks."""
     role = message.get("role")
+    if role == "user" and isinstance(message.get("content"), list):  # an input with images (agents.engine.parts)
+        return "user", [wire_part(p) for p in message["content"] if p.get("type") == "image" or p.get("text")]
     text = str(message.get("content") or "")
     if role == "tool":
         block = {"type": "tool_result", "tool_use_id": str(message.get("tool_call_id") or ""), "content": text}
@@ -127,6 +142,9 @@ def to_blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         return "user", blocks
     if role != "assistant":
         raise ModelError(f"anthropic: unknown message role {str(role)[:20]!r}")
+    if message.get("blocks"):  # the reply's own blocks, as the API gave them (thinking keeps its signature)
+        kept = [b for b in message["blocks"] if b.get("type") != "text" or str(b.get("text") or "").strip()]
+        return "assistant", [dict(b) for b in kept]
     for call in message.get("tool_calls") or []:
         arguments = call.get("arguments")
         tool_input = arguments if isinstance(arguments, dict) else {}
@@ -134,6 +152,16 @@ def to_blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         name = wire_name(name) if isinstance(name, str) else name
         blocks.append({"type": "tool_use", "id": str(call.get("id") or ""), "name": name, "input": tool_input})
     return "assistant", blocks
+
+
+def wire_part(part: dict[str, Any]) -> dict[str, Any]:
+    """A neutral content part as an Anthropic block: text, or an image from base64 data or from a URL."""
+    if part.get("type") != "image":
+        return {"type": "text", "text": str(part.get("text") or "")}
+    if part.get("url"):
+        return {"type": "image", "source": {"type": "url", "url": part["url"]}}
+    source = {"type": "base64", "media_type": part.get("media_type"), "data": part.get("data")}
+    return {"type": "image", "source": source}
 
 
 def finish_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -150,27 +178,51 @@ def finish_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --- reply -----------------------------------------------------------------------------------------------------
 
 
+# stop_reason values that end a reply the unusual way ("end_turn", "tool_use" and "stop_sequence" are the ordinary
+# ones). `model_context_window_exceeded`: the reply filled the model's context window, cut off as by max_tokens.
+FINISHES = {
+    "max_tokens": Finish.TRUNCATED,
+    "model_context_window_exceeded": Finish.TRUNCATED,
+    "refusal": Finish.REFUSED,
+    "pause_turn": Finish.PAUSED,
+}
+
+
 def parse_reply(name: str, data: dict[str, Any]) -> ModelReply:
-    """A Messages JSON body as a ModelReply; ModelError when its shape is wrong."""
+    """A Messages JSON body as a ModelReply; ModelError when its shape is wrong.
+
+    A reply with blocks the request side cannot rebuild from text and tool calls (thinking and redacted_thinking
+    with their signatures, server tool blocks), or a paused one, keeps its content blocks as they came: they go back
+    unchanged in the next request."""
     content = data.get("content")
     if data.get("type") == "error" or not isinstance(content, list):
         raise ModelError(f"{name}: unexpected reply shape (no content list)")
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
+    other = False
     for block in content:
         if not isinstance(block, dict):
             raise ModelError(f"{name}: unexpected reply shape (content block is not an object)")
         kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif kind == "thinking" and isinstance(block.get("thinking"), str):
-            thinking.append(block["thinking"])
+        if kind == "text":
+            if isinstance(block.get("text"), str):
+                texts.append(block["text"])
         elif kind == "tool_use":
             calls.append(parse_tool_use(name, block))
-    reasoning = "\n".join(t for t in thinking if t.strip()) or None
+        else:
+            other = True
+            if kind == "thinking" and isinstance(block.get("thinking"), str):
+                thinking.append(block["thinking"])
+    stop = data.get("stop_reason")
+    finish = FINISHES.get(stop) if isinstance(stop, str) else None
     return ModelReply(
-        text="".join(texts), tool_calls=tuple(calls), usage=parse_usage(data.get("usage")), reasoning=reasoning
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        usage=parse_usage(data.get("usage")),
+        reasoning="\n".join(t for t in thinking if t.strip()) or None,
+        finish=finish,
+        blocks=tuple(content) if other or finish == Finish.PAUSED else (),
     )
 
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
+from django.conf import settings
+
+from agents.engine import parts
 from agents.engine.prompts import DENIED, REFLECT, RETRY
-from agents.engine.types import ModelReply, ModelRequest, ToolCall
+from agents.engine.types import CallStopped, ModelReply, ModelRequest, StopReason, ToolCall, Usage
 from agents.engine.wrapping import unwrap
 from agents.providers.base import Provider
 
@@ -97,13 +102,15 @@ class DemoProvider(Provider):
 
     name = "demo"
     default_model = "demo-1"
+    vision = True  # it cannot see, but it takes images and says what it was given
 
     def complete(self, request: ModelRequest) -> ModelReply:
         if REFLECT_MARK in str(request.messages[-1].get("content", "")):
-            return ModelReply(text="I ran out of turns before reaching an answer. I should take fewer, larger steps.")
+            text = "I ran out of turns before reaching an answer. I should take fewer, larger steps."
+            return replace(ModelReply(text=text), usage=estimated_usage(request, ModelReply(text=text)))
         start = 1 + request.history_messages  # after the system prompt and a thread's earlier turns
-        goal = next((m["content"] for m in request.messages[start:] if m["role"] == "user"), "")
-        goal = follow_up(goal.split(RETRY_MARK)[0], request.messages[1:start])
+        question = next((m["content"] for m in request.messages[start:] if m["role"] == "user"), "")
+        goal = follow_up(parts.text_of(question).split(RETRY_MARK)[0], request.messages[1:start])
         observations = [o for o in map(_observation, request.messages[start + 1 :]) if o is not None]
         available = {spec.name for spec in request.tools}
         plan = self.plan(goal, observations, available)
@@ -114,7 +121,25 @@ class DemoProvider(Provider):
         ]
         if ignored:  # an agent's sampling settings: shown in the trace, since this model cannot use them
             plan = replace(plan, thought=f"{plan.thought} (The demo model ignores {', '.join(ignored)}.)")
-        return _render(plan, request.protocol, len(observations))
+        given = parts.images(question)
+        if given and plan.answer is not None:  # it cannot see them, but it says what it was given
+            plan = replace(plan, answer=f"{images_given(given)} {plan.answer}")
+        reply = _render(plan, request.protocol, len(observations))
+        if request.on_text is not None:
+            self.write(reply.text, request)
+        return replace(reply, usage=estimated_usage(request, reply))
+
+    def write(self, text: str, request: ModelRequest) -> None:
+        """A streamed call: the reply word by word, a pause between words (AGENT_DEMO_WORD_PAUSE_S), as a real
+        model writes, so the playground and the CLI show it being written; a cancel stops it between words."""
+        pause = settings.AGENT_DEMO_WORD_PAUSE_S
+        assert request.on_text is not None
+        for index, word in enumerate(re.findall(r"\S+\s*|\s+", text)):
+            if index and pause > 0:
+                time.sleep(pause)
+                if request.interrupted is not None and request.interrupted():
+                    raise CallStopped(StopReason.CANCELLED)
+            request.on_text(word)
 
     def plan(self, goal: str, observations: list[str], available: set[str]) -> _Plan:
         segments = arithmetic_segments(goal)
@@ -131,11 +156,54 @@ class DemoProvider(Provider):
         return _Plan(thought="This is not something the demo model can do.", answer=HELP)
 
 
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON
+IMAGE_TOKENS = 85  # what a small image costs at real providers (OpenAI's low detail)
+
+
+def estimated_usage(request: ModelRequest, reply: ModelReply) -> Usage:
+    """Tokens as a real model would count them, estimated from text length (~4 characters a token): the prompt is
+    every message's text and tool calls, the tool specs sent (tools protocol) and a fixed cost per image; the
+    completion is the reply's text, reasoning and tool calls. So usage, quotas and the console's chart work offline."""
+    prompt = sum(_message_chars(m) for m in request.messages)
+    if request.protocol == "tools":
+        prompt += sum(len(s.name) + len(s.description) + len(json.dumps(s.parameters)) for s in request.tools)
+    images = sum(len(parts.images(m.get("content"))) for m in request.messages)
+    calls = sum(len(c.name) + len(json.dumps(c.arguments)) for c in reply.tool_calls)
+    completion = len(reply.text) + len(reply.reasoning or "") + calls
+    return Usage(prompt_tokens=_tokens(prompt) + images * IMAGE_TOKENS, completion_tokens=_tokens(completion))
+
+
+def _message_chars(message: dict[str, Any]) -> int:
+    calls = message.get("tool_calls") or []
+    return len(parts.text_of(message.get("content"))) + sum(len(json.dumps(c, default=str)) for c in calls)
+
+
+def _tokens(chars: int) -> int:
+    return max(1, -(-chars // CHARS_PER_TOKEN))  # rounded up; a reply is never free
+
+
+def images_given(images: list[dict[str, Any]]) -> str:
+    """'I was given 1 image (image/png, 1.2 KB).': what each image is (base64: its type and size; a URL: its host)."""
+    described = "; ".join(_described(i) for i in images)
+    return f"I was given {len(images)} image{'s' if len(images) != 1 else ''} ({described})."
+
+
+def _described(image: dict[str, Any]) -> str:
+    if image.get("url"):
+        return f"a link to {urlsplit(str(image['url'])).hostname}"
+    size = parts.decoded_size(str(image.get("data") or ""))
+    if size < 1024:
+        return f"{image.get('media_type')}, {size} bytes"
+    shown = f"{size / 1024:.1f} KB" if size < 1024**2 else f"{size / 1024**2:.1f} MB"
+    return f"{image.get('media_type')}, {shown}"
+
+
 def _observation(message: dict[str, Any]) -> str | None:
     if message["role"] == "tool":
         return unwrap(message["content"])
-    if message["role"] == "user" and message["content"].startswith("Observation:"):
-        return unwrap(message["content"][len("Observation:") :])
+    content = message["content"]
+    if message["role"] == "user" and isinstance(content, str) and content.startswith("Observation:"):
+        return unwrap(content[len("Observation:") :])
     return None
 
 

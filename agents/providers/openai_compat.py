@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx2
 import openai
 from django.conf import settings
 
-from agents.engine.types import ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
-from agents.providers import _common
+from agents.engine.types import Finish, ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
+from agents.providers import _common, streaming
 from agents.providers.names import named_back, wire_name
 from agents.providers.transport import Transport
 
@@ -29,6 +30,7 @@ class OpenAIProvider(_common.KeyedProvider):
 
     name = "openai"
     default_model = "gpt-4.1-mini"
+    vision = True  # its models, xAI's grok-4 and OpenRouter's default take images (AGENT_VISION_MODELS_* narrows it)
     key_setting = "OPENAI_API_KEY"
     base_url_setting = "OPENAI_BASE_URL"
     default_base_url = "https://api.openai.com/v1"
@@ -43,7 +45,17 @@ class OpenAIProvider(_common.KeyedProvider):
         """One Chat Completions call; ModelError with a safe message on any failure."""
         budget = _common.call_budget(self.name, request.timeout_s)
         client = self.client()
-        payload = self.payload(request)
+        payload = self.payload(request, stream=request.on_text is not None)
+        if request.on_text is not None:
+            streamed = streaming.stream_call(
+                self.name,
+                ERRORS,
+                budget,
+                request,
+                lambda: _common.post_stream(client, "/chat/completions", payload, budget, openai.Stream[Any]),
+                lambda: streaming.OpenAIStream(self.name, request.on_text),
+            )
+            return named_back(parse_reply(self.name, streamed), request.tools)
 
         def call() -> bytes:
             """The raw reply body (parsed and shape-checked by us, not by the SDK)."""
@@ -54,9 +66,12 @@ class OpenAIProvider(_common.KeyedProvider):
 
     max_tokens_field = "max_completion_tokens"
 
-    def payload(self, request: ModelRequest) -> bytes:
-        """The request body as JSON; the tools part is serialised once per provider instance (once per run)."""
+    def payload(self, request: ModelRequest, stream: bool = False) -> bytes:
+        """The request body as JSON; the tools part is serialised once per provider instance (once per run).
+        `stream`: a streamed reply, its usage in a last chunk."""
         body: dict[str, Any] = {"model": self.model, "messages": wire_messages(self.name, request.messages)}
+        if stream:
+            body |= {"stream": True, "stream_options": {"include_usage": True}}
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.max_output_tokens is not None:  # OpenAI's own name; the compatible APIs know max_tokens
@@ -89,6 +104,7 @@ class HuggingFaceProvider(OpenAIProvider):
     """Hugging Face Inference Providers through the OpenAI-compatible router."""
 
     name = "huggingface"
+    vision = False  # most models the router serves read text only: AGENT_VISION_MODELS_HUGGINGFACE names those that see
     max_tokens_field = "max_tokens"
     default_model = "meta-llama/Llama-3.3-70B-Instruct"
     key_setting = "HF_TOKEN"
@@ -148,6 +164,8 @@ def wire_messages(name: str, messages: Sequence[dict[str, Any]]) -> list[dict[st
 def wire_message(name: str, message: dict[str, Any]) -> dict[str, Any]:
     """One neutral message in the Chat Completions format."""
     role = message.get("role")
+    if role == "user" and isinstance(message.get("content"), list):  # an input with images (agents.engine.parts)
+        return {"role": "user", "content": [wire_part(p) for p in message["content"]]}
     content = str(message.get("content") or "")
     if role in ("system", "user"):
         return {"role": role, "content": content}
@@ -159,6 +177,14 @@ def wire_message(name: str, message: dict[str, Any]) -> dict[str, Any]:
     if not calls:
         return {"role": "assistant", "content": content}
     return {"role": "assistant", "content": content or None, "tool_calls": [wire_call(c) for c in calls]}
+
+
+def wire_part(part: dict[str, Any]) -> dict[str, Any]:
+    """A neutral content part as a Chat Completions one: text, or an image_url (a base64 image as a data: URL)."""
+    if part.get("type") != "image":
+        return {"type": "text", "text": str(part.get("text") or "")}
+    url = part.get("url") or f"data:{part.get('media_type')};base64,{part.get('data')}"
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 def wire_call(call: dict[str, Any]) -> dict[str, Any]:
@@ -177,16 +203,36 @@ def wire_call(call: dict[str, Any]) -> dict[str, Any]:
 # --- reply -----------------------------------------------------------------------------------------------------
 
 
+# finish_reason values that end a reply the unusual way ("stop", "tool_calls" and the old "function_call" are the
+# ordinary ones).
+FINISHES = {"length": Finish.TRUNCATED, "content_filter": Finish.FILTERED}
+
+
 def parse_reply(name: str, data: dict[str, Any]) -> ModelReply:
-    """A Chat Completions JSON body as a ModelReply; ModelError when its shape is wrong."""
+    """A Chat Completions JSON body as a ModelReply; ModelError when its shape is wrong. A reply with a finish
+    reason but no content and no tool call is an empty reply (the engine asks the model again)."""
     message = first_message(name, data)
     calls = parse_tool_calls(name, message.get("tool_calls"))
     text = message_text(message.get("content"))
-    if text is None and not calls:
+    finish = data["choices"][0].get("finish_reason")
+    refusal = message.get("refusal")
+    if text is None and not calls and not refusal and not isinstance(finish, str):
         raise ModelError(f"{name}: unexpected reply shape (no content and no tool calls)")
-    return ModelReply(
+    reply = ModelReply(
         text=text or "", tool_calls=calls, usage=parse_usage(data.get("usage")), reasoning=reasoning(message)
     )
+    if refusal or finish in ("length", "content_filter"):  # rare: only then is the reply told apart
+        return unusual(reply, refusal, finish)
+    return reply
+
+
+def unusual(reply: ModelReply, refusal: Any, finish: str) -> ModelReply:
+    """A reply the model refused (`message.refusal`: its text becomes the reply's text), or one the output limit
+    (`finish_reason: length`) or the content filter (`content_filter`) cut short."""
+    if refusal:
+        said = refusal if isinstance(refusal, str) else json.dumps(refusal)
+        return replace(reply, text="\n\n".join(t for t in (reply.text, said) if t), finish=Finish.REFUSED)
+    return replace(reply, finish=FINISHES[finish])
 
 
 def first_message(name: str, data: dict[str, Any]) -> dict[str, Any]:

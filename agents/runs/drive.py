@@ -4,10 +4,11 @@ back when the process stops. No lock, transaction or connection is held across a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 import uuid
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Any
 
 from django.utils import timezone
@@ -16,9 +17,10 @@ from agents import engine
 from agents.engine.dispatch import schema_error
 from agents.errors import InvalidRequest, RunBusy, RunFinished
 from agents.limits import quotas
+from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, StopReason
 from agents.providers import ProviderConfigError
-from agents.runs import doorbell, leases, persist, rows, runtime, signals, store
+from agents.runs import doorbell, leases, live, persist, rows, runtime, signals, store
 from agents.tasks import advance_in_background
 
 log = logging.getLogger(__name__)
@@ -30,11 +32,15 @@ ONE_STEP = 1  # one unit: a model reply and the tools it asked for (step runs)
 
 
 def execute(
-    *, run_id: uuid.UUID | str, units: int | None = UNTIL_STOPPED, start_budget: bool = False, owner=None
+    *,
+    run_id: uuid.UUID | str,
+    units: int | None = UNTIL_STOPPED,
+    start_budget: bool = False,
+    facts: OwnerFacts | None = None,
 ) -> Run:
-    """Advance a running (or queued) run: `units` units, or until it stops or pauses (UNTIL_STOPPED). `owner`: the run's
-    owner, when the caller has the user object (spares reading their quota)."""
-    held = hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget, owner=owner)
+    """Advance a running (or queued) run: `units` units, or until it stops or pauses (UNTIL_STOPPED). `facts`: what
+    the caller read about a user with something else (the run's owner's spare reading their quota)."""
+    held = hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget, facts=facts)
     return drive_held(held, units)
 
 
@@ -109,26 +115,28 @@ def cancel_run(*, run_id, actor=None) -> Run:
         raise RunFinished("The run is already done.")
     doorbell.ring(run_id)
     run = Run.objects.get(pk=run_id)
-    signals.run_done.send(sender=Run, run=run, owner=None)  # the conditional UPDATE made it done: once per run
+    signals.run_done.send(sender=Run, run=run, facts=None)  # the conditional UPDATE made it done: once per run
     return run
 
 
-def _claim(run_id, statuses: list[str], start_budget: bool = False, owner_facts: bool = False) -> tuple[Run, str]:
+def _claim(
+    run_id, statuses: list[str], start_budget: bool = False, owner_facts: bool = False
+) -> tuple[Run, str, OwnerFacts | None]:
     """Take the run's lease with one conditional UPDATE that returns the run as taken (a queued run becomes running in
-    the same statement); the run and the lease token.
+    the same statement); the run, the lease token and (with `owner_facts`) its owner's facts.
 
     `start_budget`: a queued run's deadline is reset to now + its timeout_s (its budget starts when a worker first
     takes it, not when it was queued); costs one read, so only the background worker asks for it. `owner_facts`: the
-    run carries its owner's quota override and webhook flag (persist.claim).
+    owner's quota override and webhook flag come with the run (persist.claim).
     """
     token, now = uuid.uuid4().hex, timezone.now()
-    run = None
+    claimed = None
     if start_budget:
-        run = persist.claim_queued(run_id, token, now, leases.until(), owner_facts=owner_facts)
-    if run is None:
-        run = persist.claim(run_id, token, statuses, now, leases.until(), owner_facts=owner_facts)
-    if run is not None:
-        return run, token
+        claimed = persist.claim_queued(run_id, token, now, leases.until(), owner_facts=owner_facts)
+    if claimed is None:
+        claimed = persist.claim(run_id, token, statuses, now, leases.until(), owner_facts=owner_facts)
+    if claimed is not None:
+        return claimed[0], token, claimed[1]
     status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
     if status is None:
         raise Run.DoesNotExist
@@ -137,21 +145,23 @@ def _claim(run_id, statuses: list[str], start_budget: bool = False, owner_facts:
     raise RunBusy("Another request is advancing this run right now.", status=status)
 
 
-def hold(run_id, statuses: list[str], start_budget: bool = False, owner=None) -> store.Held:
-    run, token = _claim(run_id, statuses, start_budget, owner_facts=owner is None)
+def hold(run_id, statuses: list[str], start_budget: bool = False, facts: OwnerFacts | None = None) -> store.Held:
+    """Take the run's lease and its state. `facts` (a caller's, perhaps about another user): without them the
+    owner's come with the claim (a worker's)."""
+    run, token, claimed = _claim(run_id, statuses, start_budget, owner_facts=facts is None)
     try:
         # A run no unit has committed yet (version 0: a queued run's first take) has no steps to read.
         state = rows.state_from_rows(run, run.steps.order_by("index") if run.version else [])
     except BaseException:
         leases.release(run_id, token)
         raise
-    if owner is None:  # a worker: what the quota gate and the notifications ask of the owner came with the run
-        owner = SimpleNamespace(pk=run.owner_id, quota_facts=(run.owner_quota,), has_webhooks=run.owner_has_webhooks)
-    return store.Held(run, token, state, owner=owner if owner.pk == run.owner_id else None)
+    return store.Held(run, token, state, facts=claimed if facts is None else facts.about(run.owner_id))
 
 
-def work(run_id, *, statuses: list[str], units: int | None, decision: dict | None = None, owner=None) -> Run:
-    held = hold(run_id, statuses, owner=owner)
+def work(
+    run_id, *, statuses: list[str], units: int | None, decision: dict | None = None, facts: OwnerFacts | None = None
+) -> Run:
+    held = hold(run_id, statuses, facts=facts)
     return drive_held(held, units, decision)
 
 
@@ -159,6 +169,8 @@ def drive_held(held: store.Held, units: int | None, decision: dict | None = None
     """Record a decision (if any), then `units` units (UNTIL_STOPPED, RECORD_ONLY, ONE_STEP or more); release the
     lease."""
     handed_back = False
+    age = (timezone.now() - held.run.created_at).total_seconds() if held.run.mode == RunMode.BACKGROUND else None
+    held.live = live.for_run(held.run.pk, also=live.local_sink(), age_s=age)
     try:
         if decision is not None:
             apply_decision(held, decision, last=units == RECORD_ONLY)
@@ -171,6 +183,8 @@ def drive_held(held: store.Held, units: int | None, decision: dict | None = None
             raise
         handed_back = True  # a graceful stop: the caller still answers, with the run as it is now
     finally:
+        if held.live is not None:
+            held.live.flush(done=True)
         leases.drop(held.token)
         if held.admission is not None:
             held.admission.leave()
@@ -229,7 +243,7 @@ def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
     store.commit_unit(held, state, events, release=record_only)
     if record_only:
         return
-    state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt)
+    state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt, live=held.live)
     store.commit_unit(held, state, events, release=last or state.status != RunStatus.RUNNING)
 
 
@@ -242,8 +256,8 @@ def _units(held: store.Held, units: int | None) -> None:
         state = held.state.copy()
         state.finish(engine.StopReason.MODEL_ERROR, error=str(exc))
         return store.commit_unit(held, state, [], release=True)
-    held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.owner, held.run.pk)
-    model, toolset, done = Unheld(model, held.admission), runtime.build_toolset(held.run), 0
+    held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.facts, held.run.pk)
+    model, toolset, done = Unheld(model, held.admission, held), runtime.build_toolset(held.run), 0
     while held.state.status == RunStatus.RUNNING and (units is UNTIL_STOPPED or done < units):
         _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units)
         done += 1
@@ -252,11 +266,12 @@ def _units(held: store.Held, units: int | None) -> None:
 def _unit(held: store.Held, model, toolset, last_unit: bool) -> None:
     """One unit in two commits: the model's reply is stored before any tool it asked for runs (in one when it asked
     only for instant tools, which run with it: agents/engine/loop.py `instant_calls`)."""
-    state, events = engine.advance(held.state, model, toolset, runtime.clock, held.interrupt, reply_only=True)
+    clock, stop, sink = runtime.clock, held.interrupt, held.live
+    state, events = engine.advance(held.state, model, toolset, clock, stop, reply_only=True, live=sink)
     calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
     store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or (last_unit and not calls_wait))
     if calls_wait and held.state.status == RunStatus.RUNNING:
-        state, events = engine.advance(held.state, model, toolset, runtime.clock, held.interrupt)
+        state, events = engine.advance(held.state, model, toolset, clock, stop, live=sink)
         store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or last_unit)
 
 
@@ -265,10 +280,12 @@ class Unheld:
 
     A run waits on its model for seconds; a connection held meanwhile is one of PostgreSQL's ~100 doing nothing.
     Inside an atomic block (a caller's transaction, as in tests) the connection stays: closing it would break that.
+    A streamed call (a live sink) asks whether the run was cancelled between chunks: `Cancelled` answers without
+    holding a connection either.
     """
 
-    def __init__(self, model, admission: quotas.Admission | None = None) -> None:
-        self.model, self.admission = model, admission
+    def __init__(self, model, admission: quotas.Admission | None = None, held: store.Held | None = None) -> None:
+        self.model, self.admission, self.held = model, admission, held
 
     def complete(self, request):
         if leases.stopping():  # this process is going away: hand the run on rather than start a call
@@ -277,7 +294,40 @@ class Unheld:
             self.admission.leave()  # a reservation of an earlier call whose unit did not commit (a reflection)
             self.admission.enter(request.timeout_s, idle=store.release_connection, request=request)
         store.release_connection()
+        live_sink = self.held.live if self.held is not None else None
+        if request.on_text is not None and (live_sink is None or not live_sink.streams()):
+            request = dataclasses.replace(request, on_text=None, on_retry=None)  # no one follows: a plain call
         try:
-            return self.model.complete(request)
+            if self.held is None or request.on_text is None:
+                return self.model.complete(request)
+            with doorbell.watching(self.held.run.pk) as bell:
+                checked = dataclasses.replace(request, interrupted=Cancelled(self.held.run.pk, bell))
+                return self.model.complete(checked)
         finally:
+            if self.held is not None and self.held.live is not None:
+                self.held.live.flush()
             store.reacquire_connection()
+
+
+class Cancelled:
+    """Asked between the chunks of a streamed call: was the run cancelled? With a doorbell it reads the database only
+    after the run's bell rang (a cancel rings it); without one, at most every POLL_S. The connection goes back at
+    once: the call holds none."""
+
+    POLL_S = 0.5
+
+    def __init__(self, run_id, bell, clock=time.monotonic) -> None:
+        self.run_id, self.bell, self.clock, self.checked = run_id, bell, clock, clock()
+
+    def __call__(self) -> bool:
+        if self.bell is not None:
+            if not self.bell.is_set():
+                return False
+            self.bell.clear()
+        elif self.clock() - self.checked < self.POLL_S:
+            return False
+        self.checked = self.clock()
+        try:
+            return Run.objects.filter(pk=self.run_id, status=RunStatus.DONE).exists()
+        finally:
+            store.release_connection()

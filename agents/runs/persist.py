@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
+from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunStatus, Step, TokenQuota, Webhook
 
 RUN_COLUMNS = (
@@ -270,10 +271,12 @@ def _queued_timeout_sql(vendor: str) -> str:
     )
 
 
-def claim(run_id, token: str, statuses: Sequence[str], now, until, *, owner_facts: bool = False) -> Run | None:
+def claim(
+    run_id, token: str, statuses: Sequence[str], now, until, *, owner_facts: bool = False
+) -> tuple[Run, OwnerFacts | None] | None:
     """Take the run's lease if it has one of `statuses` and its lease is free (a queued run becomes running), in one
-    statement that returns the run as taken; None when nothing matched. `owner_facts`: the returned run also carries
-    `owner_quota` and `owner_has_webhooks`."""
+    statement that returns the run as taken, and with `owner_facts` its owner's quota override and webhook flag
+    (else None); None when nothing matched."""
     db = _db()
     dt, pk = _adapters(Run, ("lease_expires", "id"), db.vendor)
     sql = _claim_sql(db.vendor, len(statuses), False, owner_facts)
@@ -287,7 +290,7 @@ def claim(run_id, token: str, statuses: Sequence[str], now, until, *, owner_fact
     return _claimed(db, sql, [*params, *map(str, statuses), "", dt(now, connection=db)], owner_facts)
 
 
-def claim_queued(run_id, token: str, now, until, *, owner_facts: bool = False) -> Run | None:
+def claim_queued(run_id, token: str, now, until, *, owner_facts: bool = False) -> tuple[Run, OwnerFacts | None] | None:
     """Take a queued run whose lease is free, its time budget starting `now` (its deadline becomes now + its
     timeout_s): reads its timeout, then claims it as `claim` does; None when it is not queued (or not free)."""
     db = _db()
@@ -304,7 +307,7 @@ def claim_queued(run_id, token: str, now, until, *, owner_facts: bool = False) -
     return _claimed(db, sql, [*params, *free], owner_facts)
 
 
-def _claimed(db, sql: str, params: list[Any], owner_facts: bool) -> Run | None:
+def _claimed(db, sql: str, params: list[Any], owner_facts: bool) -> tuple[Run, OwnerFacts | None] | None:
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -312,6 +315,5 @@ def _claimed(db, sql: str, params: list[Any], owner_facts: bool) -> Run | None:
         return None
     _, attnames, converters = _run_reader(db.vendor)
     run = Run.from_db(db.alias, attnames, converted(list(row[: len(attnames)]), converters, db))
-    if owner_facts:
-        run.owner_quota, run.owner_has_webhooks = row[-2], bool(row[-1])
-    return run
+    facts = OwnerFacts(run.owner_id, row[-2], bool(row[-1])) if owner_facts else None
+    return run, facts

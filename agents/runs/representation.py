@@ -48,13 +48,18 @@ def pending_actions_json(run: Run) -> list[dict]:
     return [{**a, "expires_at": when(a["expires_at"])} for a in selectors.pending_actions(run)]
 
 
+def run_input(run: Run) -> str | list:
+    """The run's input as it was given: a string, or its list of parts (text and images)."""
+    return run.input if run.input_parts is None else run.input_parts
+
+
 def run_json(run: Run) -> dict:
     """The run object (without its steps)."""
     thread_id = run.thread_id
     actions = pending_actions_json(run)
     data = {
         "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
-        "output": run.output, "output_json": run.output_json, "turns": run.turns, "input": run.input,
+        "output": run.output, "output_json": run.output_json, "turns": run.turns, "input": run_input(run),
         "thread_id": str(thread_id) if thread_id is not None else None, "agent": run.agent, "mode": run.mode,
         "protocol": run.protocol,
         "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
@@ -75,6 +80,8 @@ def step_json(step: Step) -> dict:
         data[name] = step.data.get(name)
     if step.data.get("reflection"):
         data["reflection"] = True  # a critique between attempts (max_reflections)
+    if "finish" in step.data:
+        data["finish"] = step.data["finish"]  # a reply that did not end the ordinary way (cut off, refused, paused)
     return data
 
 

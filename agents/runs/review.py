@@ -11,6 +11,7 @@ from django.utils import timezone
 from agents import engine
 from agents.errors import InvalidRequest, NotAllowed, RunBusy, RunFinished
 from agents.limits import quotas
+from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus
 from agents.permissions import can_decide
 from agents.runs import drive, leases
@@ -27,22 +28,30 @@ def advance_run(
     reason: str | None = None,
     decisions: list[dict] | None = None,
     owner_id: int | None = None,
+    facts: OwnerFacts | None = None,
 ) -> Run:
     """The API's advance: one unit for a running run; a decision (then continue per mode) when paused.
 
     Over the run owner's daily token quota: QuotaExceeded (429) before anything is recorded or called. `owner_id`
-    (the caller read the run) spares a read.
+    (the caller read the run) spares a read, `facts` (what the request read about the actor with its
+    credentials) the quota's.
     """
     if owner_id is None:
         owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
     if owner_id is not None:
-        quotas.check_can_start(actor if owner_id == actor.pk else _user(owner_id))
+        quotas.check_can_start(owner_id, facts)
     if approval is not None or decisions is not None:  # a decision: for a paused run only, never a plain step
         return decide_approval(
-            run_id=run_id, actor=actor, approved=approval, arguments=arguments, reason=reason, decisions=decisions
+            run_id=run_id,
+            actor=actor,
+            approved=approval,
+            arguments=arguments,
+            reason=reason,
+            decisions=decisions,
+            facts=facts,
         )
     try:
-        return drive.execute(run_id=run_id, units=drive.ONE_STEP, owner=actor)
+        return drive.execute(run_id=run_id, units=drive.ONE_STEP, facts=facts)
     except RunBusy as exc:
         if exc.status != RunStatus.AWAITING_APPROVAL:
             raise
@@ -58,6 +67,7 @@ def decide_approval(
     reason: str | None = None,
     decisions: list[dict] | None = None,
     continue_run: bool = False,
+    facts: OwnerFacts | None = None,
 ) -> Run:
     """Record a reviewer's decisions on pending calls; the run then continues as its mode says.
 
@@ -85,13 +95,7 @@ def decide_approval(
     units = (
         drive.UNTIL_STOPPED if (run.mode == RunMode.SYNC or (continue_run and not background)) else drive.RECORD_ONLY
     )
-    return drive.work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, owner=actor)
-
-
-def _user(user_id: int):
-    from django.contrib.auth import get_user_model
-
-    return get_user_model()(pk=user_id)
+    return drive.work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, facts=facts)
 
 
 EXPIRED = "expired"

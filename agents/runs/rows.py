@@ -46,6 +46,7 @@ def state_from_rows(run: Run, steps: Iterable[Step]) -> RunState:
         temperature=run.temperature,
         max_output_tokens=run.max_output_tokens,
         output_schema=run.output_schema,
+        input_parts=run.input_parts,
     )
 
 

@@ -8,5 +8,5 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-run_done = Signal()  # kwargs: run, owner
-run_awaiting_approval = Signal()  # kwargs: run, owner
+run_done = Signal()  # kwargs: run, facts
+run_awaiting_approval = Signal()  # kwargs: run, facts

@@ -16,8 +16,10 @@ from agents import engine
 from agents.engine import RunState
 from agents.errors import RunBusy
 from agents.limits import quotas
+from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunStatus
 from agents.runs import doorbell, leases, persist, rows, signals
+from agents.runs.live import Publisher
 from reactsite.serving import green
 
 log = logging.getLogger(__name__)
@@ -26,13 +28,14 @@ log = logging.getLogger(__name__)
 class Held:
     """A run this worker holds the lease of: the row as last committed and the engine state, kept in memory."""
 
-    def __init__(self, run: Run, token: str, state: RunState, owner=None) -> None:
+    def __init__(self, run: Run, token: str, state: RunState, facts: OwnerFacts | None = None) -> None:
         self.run, self.token, self.state = run, token, state
-        self.owner = owner  # the owner's user object when the caller has it (its quota facts spare a query)
+        self.facts = facts  # the owner's facts when read with something else (they spare the quota's query)
         self.admission: quotas.Admission | None = None  # the owner's quota gate, while units run
         leases.hold(token, run.pk)  # renewed every few seconds while this process works on it
         self.fresh = True  # stored (inserted or committed) since the last cancellation check
         self.released = False
+        self.live: Publisher | None = None  # where the reply as it is written and tool calls in progress go
 
     def interrupt(self) -> bool:
         """Checked by the engine before each model and tool call: has someone cancelled the run?
@@ -124,7 +127,7 @@ def commit_unit(held: Held, state: RunState, events: list[dict], *, release: boo
     if not rings:
         doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
     _log_commit(run, state, events)
-    _announce(run, before, state.status, held.owner)
+    _announce(run, before, state.status, held.facts)
 
 
 def _only_a_model_call_follows(state: RunState) -> bool:
@@ -134,16 +137,16 @@ def _only_a_model_call_follows(state: RunState) -> bool:
     return settings.AGENT_RELAXED_COMMITS and state.status == RunStatus.RUNNING and not engine.pending_calls(state)
 
 
-def _announce(run: Run, before: str, after: str, owner=None) -> None:
+def _announce(run: Run, before: str, after: str, facts: OwnerFacts | None = None) -> None:
     """Tell reviewers and the owner's webhooks about a status change this commit made (after it, outside any
     transaction: a caller's atomic block defers it to its own commit)."""
     if after == before or after not in (RunStatus.DONE, RunStatus.AWAITING_APPROVAL):
         return
     signal = signals.run_done if after == RunStatus.DONE else signals.run_awaiting_approval
     if connection.in_atomic_block:
-        transaction.on_commit(lambda: signal.send(sender=Run, run=run, owner=owner))
+        transaction.on_commit(lambda: signal.send(sender=Run, run=run, facts=facts))
     else:
-        signal.send(sender=Run, run=run, owner=owner)
+        signal.send(sender=Run, run=run, facts=facts)
 
 
 def _expiry(run: Run, before: str, after: str, now):

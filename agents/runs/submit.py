@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -16,13 +17,14 @@ from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from agents.engine import history as thread_history
-from agents.engine import schemas
+from agents.engine import parts, schemas
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.errors import InvalidRequest, NotAllowed, ThreadBusy, UnknownTool
 from agents.limits import quotas
+from agents.limits.owners import OwnerFacts
 from agents.models import Agent, Run, RunMode, RunStatus, Thread
 from agents.permissions import can_invoke_sensitive
-from agents.providers import ProviderConfigError, validate_choice
+from agents.providers import ProviderConfigError, accepts_images, validate_choice
 from agents.runs import drive, idempotency, leases, persist, rows, runtime, store
 from agents.tools import ToolContext
 
@@ -31,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RunOptions:
-    input: str
+    input: str  # with parts, their text (agents.engine.parts.text_of)
     mode: str = RunMode.SYNC
     protocol: str | None = None
     provider: str | None = None
@@ -48,18 +50,20 @@ class RunOptions:
     temperature: float | None = None
     max_output_tokens: int | None = None
     output_schema: dict | None = None
+    input_parts: list[dict] | None = None  # the input as a list of parts (checked by the API), or None for a string
 
 
-def submit_run(*, owner, options: RunOptions, key_id: int | None = None) -> Run:
+def submit_run(*, owner, options: RunOptions, key_id: int | None = None, facts: OwnerFacts | None = None) -> Run:
     """Create a run and start it as its mode says: sync runs on, step does one unit, background is queued.
 
     `key_id`: the request's idempotency key, bound to the run as it is inserted (agents/runs/idempotency.py). Over the
     owner's daily token quota: QuotaExceeded (429), and nothing is stored. A sync run whose process is stopping (a
-    deploy) is handed back to the queue and returned as it is, continuing in the background.
+    deploy) is handed back to the queue and returned as it is, continuing in the background. `facts`: what the
+    request read about the owner with its credentials (spares the quota's query).
     """
     if options.mode == RunMode.BACKGROUND:
         with transaction.atomic():  # the run and its task commit together: no run is left without a task
-            run = start_run(owner=owner, options=options, key_id=key_id)
+            run = start_run(owner=owner, options=options, key_id=key_id, facts=facts)
             drive.enqueue(run)
         return run
     token = uuid.uuid4().hex
@@ -67,8 +71,8 @@ def submit_run(*, owner, options: RunOptions, key_id: int | None = None) -> Run:
     # follows, the insert may skip waiting for its flush (AGENT_RELAXED_COMMITS). The request's last commit waits
     # for it, and so makes the run durable before any response tells the client about it.
     relaxed = settings.AGENT_RELAXED_COMMITS
-    run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed, key_id=key_id)
-    held = store.Held(run, token, rows.state_from_rows(run, []), owner=owner)
+    run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed, key_id=key_id, facts=facts)
+    held = store.Held(run, token, rows.state_from_rows(run, []), facts=facts.about(owner.pk) if facts else None)
     return drive.drive_held(held, drive.UNTIL_STOPPED if options.mode == RunMode.SYNC else drive.ONE_STEP)
 
 
@@ -80,6 +84,7 @@ def start_run(
     new_thread: bool = False,
     relaxed: bool = False,
     key_id: int | None = None,
+    facts: OwnerFacts | None = None,
 ) -> Run:
     """Validate the choices and store a new run (nothing is called yet); `lease_owner` inserts it held. `relaxed`:
     the insert does not wait for the database's flush (persist.insert_run); only for a run this request drives on.
@@ -88,7 +93,7 @@ def start_run(
     leaves no empty thread. `key_id`: an idempotency key bound to the run in the insert's transaction. Over the
     owner's daily token quota: QuotaExceeded, and nothing is stored.
     """
-    quotas.check_can_start(owner)
+    quotas.check_can_start(owner.pk, facts)
     if new_thread:
         with transaction.atomic():
             thread = create_thread(owner=owner)
@@ -101,9 +106,10 @@ def start_run(
             )
     options = with_agent(options)
     provider, model = _checked_model(options)
+    _check_images(options, provider, model)
     names = _tool_names(options.tools, "tools")
     sensitive = runtime.sensitive_names(names, also=_tool_names(list(options.sensitive_tools), "sensitive_tools"))
-    thread, history = _thread_and_history(owner, options.thread_id)
+    thread, history = _thread_and_history(owner, options.thread_id, lambda: _image_budget(options, provider, model))
     run = _new_run(owner, options, thread, history, provider, model, names, sensitive, lease_owner)
     _insert(run, thread, key_id, relaxed)
     return run
@@ -123,6 +129,7 @@ def _new_run(owner, options: RunOptions, thread, history, provider, model, names
         max_output_tokens=options.max_output_tokens,
         output_schema=options.output_schema,
         input=options.input,
+        input_parts=options.input_parts,
         mode=options.mode,
         protocol=options.protocol or settings.AGENT_DEFAULT_PROTOCOL,
         provider=provider,
@@ -151,6 +158,28 @@ def _checked_model(options: RunOptions) -> tuple[str, str]:
     except ProviderConfigError as exc:
         field = "model" if "Model" in str(exc) else "provider"
         raise InvalidRequest({field: [str(exc)]}) from None
+
+
+def _check_images(options: RunOptions, provider: str, model: str) -> None:
+    """An input with images needs a model that takes them (agents.providers.accepts_images): else 400, before
+    anything is stored."""
+    if not parts.images(options.input_parts) or accepts_images(provider, model):
+        return
+    raise InvalidRequest(
+        {
+            "input": [
+                f"Model '{model}' of provider '{provider}' does not take images; choose a model that does, or send "
+                "the input as text."
+            ]
+        }
+    )
+
+
+def _image_budget(options: RunOptions, provider: str, model: str) -> int:
+    """How many of a thread's earlier images the new run's model may be shown (the new input's count first)."""
+    if not accepts_images(provider, model):
+        return 0
+    return settings.AGENT_MAX_IMAGES - len(parts.images(options.input_parts))
 
 
 def _insert(run: Run, thread: Thread | None, key_id: int | None, relaxed: bool) -> None:
@@ -246,8 +275,11 @@ def output_schema_problem(schema: Any) -> str | None:
     return schemas.schema_problem(schema)
 
 
-def _thread_and_history(owner, thread_id) -> tuple[Thread | None, list[dict]]:
-    """The owner's thread and its earlier runs as the new run's history (bounded): two queries, however long."""
+def _thread_and_history(owner, thread_id, image_budget: Callable[[], int]) -> tuple[Thread | None, list[dict]]:
+    """The owner's thread and its earlier runs as the new run's history (bounded): two queries, however long.
+
+    Earlier runs with images bring their parts, within the new run's image budget (asked only then): the newest
+    images are kept, older ones become a note."""
     if thread_id is None:
         return None, []
     try:
@@ -259,13 +291,22 @@ def _thread_and_history(owner, thread_id) -> tuple[Thread | None, list[dict]]:
         raise InvalidRequest({"thread_id": ["No thread with this id."]})
     latest = Run.objects.filter(thread=thread).order_by("-created_at")
     limit = max(settings.AGENT_THREAD_HISTORY_RUNS, 1)  # the latest run is read even with no history shown
-    turns = list(latest.values("input", "output", "stop_reason", "status")[:limit])
+    turns = list(latest.values("input", "output", "stop_reason", "status", "input_parts")[:limit])
     if turns and turns[0]["status"] != RunStatus.DONE:
         raise ThreadBusy(f"This thread's latest run is {turns[0]['status']}; wait for it to finish or cancel it.")
-    turns = [{k: t[k] for k in ("input", "output", "stop_reason")} for t in reversed(turns)]
-    return thread, thread_history.bounded(
-        turns, settings.AGENT_THREAD_HISTORY_RUNS, settings.AGENT_THREAD_HISTORY_CHARS
-    )
+    turns = [_turn(t) for t in reversed(turns)]
+    kept = thread_history.bounded(turns, settings.AGENT_THREAD_HISTORY_RUNS, settings.AGENT_THREAD_HISTORY_CHARS)
+    if any("input_parts" in t for t in kept):
+        kept = thread_history.images_bounded(kept, image_budget())
+    return thread, kept
+
+
+def _turn(row: dict) -> dict:
+    """An earlier run as a history turn: its input (and its parts, when it had any), its answer, how it stopped."""
+    turn = {k: row[k] for k in ("input", "output", "stop_reason")}
+    if row["input_parts"] is not None:
+        turn["input_parts"] = row["input_parts"]
+    return turn
 
 
 def create_thread(*, owner, title: str = "") -> Thread:

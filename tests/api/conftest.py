@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from datetime import timedelta
 
 import pytest
@@ -117,3 +119,31 @@ def bob_api(bob):
 def _fast_password_hashing(settings):
     """Users are made in almost every test: a cheap hasher keeps the suite fast (login still checks it)."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def resolver(monkeypatch) -> dict[str, list[str]]:
+    """The table (host -> addresses, IPv4 or IPv6) that socket.getaddrinfo answers from for the test's duration."""
+    table: dict[str, list[str]] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in table:
+            return [
+                (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+                for a in table[host]
+            ]
+        if host in ("127.0.0.1", "::1", "localhost") or _is_literal(host):
+            return real(host, port, *args, **kwargs)
+        raise socket.gaierror(socket.EAI_NONAME, "no such host")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return table
+
+
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -141,18 +141,14 @@ def test_the_prepared_token_lookup_gives_what_drfs_gives(alice):
     )
 
     def attributes(obj) -> dict:
-        return {
-            name: value
-            for name, value in vars(obj).items()
-            if not name.startswith("_") and name not in ("quota_facts", "has_webhooks")
-        }
+        return {name: value for name, value in vars(obj).items() if not name.startswith("_") and name != "owner_facts"}
 
     assert attributes(ours[0]) == attributes(theirs[0]) and ours[0].last_login is None  # converted as the ORM does
-    # What ours adds: the daily-quota facts (no override, nothing used today), from the same statement.
+    # What ours adds: the owner's facts (no override, no webhook, nothing used today), from the same statement.
     from agents.limits import quotas
+    from agents.limits.owners import OwnerFacts
 
-    assert ours[0].quota_facts == (None, 0, quotas.today())
-    assert ours[0].has_webhooks is False
+    assert ours[0].owner_facts == OwnerFacts(alice.pk, None, False, (quotas.today(), 0))
     assert attributes(ours[1]) == attributes(theirs[1])
     assert ours[1].user is ours[0]
     assert ours[0].date_joined.tzinfo is not None  # a datetime, not the column's raw text

@@ -125,7 +125,7 @@ def test_a_task_that_finds_its_run_busy_comes_back_later(api):
 
     run_id = create_run(api, mode="background").json()["id"]
     DBTaskResult.objects.all().delete()
-    _, held = drive._claim(run_id, ["queued"])  # another worker holds it right now
+    _, held, _ = drive._claim(run_id, ["queued"])  # another worker holds it right now
 
     assert advance_in_background.call(run_id) == "requeued"
     (task,) = DBTaskResult.objects.filter(status="READY")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -21,10 +22,17 @@ def test_health_without_auth(path, settings):
     response = APIClient().get(path)
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"status", "database", "cache", "default_provider", "version"}
+    assert set(body) == {"status", "database", "cache", "default_provider", "version", "api_version"}
     assert (body["status"], body["database"], body["cache"]) == ("ok", "ok", "ok")
     assert body["default_provider"] == settings.AGENT_DEFAULT_PROVIDER == "demo"
-    assert body["version"] == settings.VERSION
+    assert body["version"] == settings.VERSION  # the package's
+    assert body["api_version"] == settings.API_VERSION == "1.2"  # the contract's (issue 34), as docs/api.md says
+
+
+def test_the_reference_states_the_api_version_health_reports(settings):
+    text = (Path(settings.BASE_DIR) / "docs" / "api.md").read_text(encoding="utf-8")
+    assert f"contract v{settings.API_VERSION}" in text
+    assert f'"api_version": "{settings.API_VERSION}"' in text
 
 
 def test_health_ignores_a_bad_token():

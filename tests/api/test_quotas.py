@@ -80,9 +80,12 @@ def test_usage_is_counted_per_user_per_day_by_the_commit(api, alice, bob, model)
 
 
 @pytest.mark.django_db
-def test_the_demo_model_reports_no_tokens_and_counts_nothing(api, alice):
-    assert create_run(api).json()["output"] == "85"
-    assert not DailyUsage.objects.filter(owner=alice).exists()
+def test_the_demo_model_reports_estimated_tokens_and_they_count(api, alice):
+    """Offline, usage and quotas work too: the demo model estimates its tokens from text length."""
+    body = create_run(api).json()
+    assert body["output"] == "85" and body["usage"]["total_tokens"] > 0
+    assert DailyUsage.objects.get(owner=alice).total_tokens == body["usage"]["total_tokens"]
+    assert api.get(USAGE).json()["total_tokens"] == body["usage"]["total_tokens"]
 
 
 @pytest.mark.django_db
@@ -293,3 +296,21 @@ def test_a_call_that_does_not_fit_starts_only_alone(alice, settings):
     second.enter(5, request=request)  # alone now
     assert QuotaReservation.objects.count() == 1
     second.leave()
+
+
+@pytest.mark.django_db
+def test_a_reviewers_advance_checks_the_owners_quota_not_the_reviewers(api, alice, reviewer, model):
+    """The facts the reviewer's token look-up read are the reviewer's (no override, nothing used): they must not
+    stand in for the owner's. Alice's override is used up, so the reviewer's step of her run is 429; the reviewer's
+    own runs are unaffected."""
+    from tests.conftest import client_for
+
+    run = openai_run(api, mode="step").json()  # alice has used 12
+    TokenQuota.objects.create(user=alice, daily_tokens=12)
+    reviewer_api = client_for(reviewer)
+    calls = model_calls(model)
+
+    response = reviewer_api.post(run_url(run["id"], "advance"), {}, format="json")
+    assert response.status_code == 429 and "12 tokens" in response.json()["detail"]
+    assert model_calls(model) == calls
+    assert openai_run(reviewer_api).json()["output"] == "4"  # the reviewer's own quota is the default: none

@@ -27,7 +27,9 @@ def test_sync_run_answers_85_with_the_exact_run_object(api, alice):
     assert body["input"] == ARITHMETIC
     assert body["pending_action"] is None
     assert body["error"] is None
-    assert body["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    usage = body["usage"]  # the demo model estimates its tokens from text length (~4 characters a token)
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert str(uuid.UUID(body["id"])) == body["id"]
     for stamp in ("created_at", "updated_at"):
         assert datetime.fromisoformat(body[stamp].replace("Z", "+00:00")).tzinfo is not None

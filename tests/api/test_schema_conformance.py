@@ -21,8 +21,10 @@ from django.test import override_settings
 from hypothesis import HealthCheck, settings
 
 from agents.api import events
+from agents.api.serializers import has_nul
 from agents.api.views import runs as views
 from agents.models import Agent, Thread
+from agents.runs import runtime
 from reactsite.wsgi import application
 from tests.conftest import make_user
 from tests.support.http_stub import StubServer
@@ -40,6 +42,9 @@ FUZZ_SETTINGS = {
     "AGENT_DEFAULT_PROVIDER": "demo",
     "AGENT_SELF_APPROVAL": False,  # the fuzz user can never let a search run
     "TAVILY_API_KEY": "",
+    # `input` a string only: whether an image's bytes are what its media_type says, or where its URL's host resolves
+    # (no lookups here), is beyond a schema (tests/api/test_image_input.py covers the parts).
+    "AGENT_MAX_IMAGES": 0,
 }
 # A state conflict, not a bad request: the same Idempotency-Key sent earlier in the run with another body.
 RUN_CREATE_POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]
@@ -82,12 +87,24 @@ def _nul_in_a_key(value: object) -> bool:
     return isinstance(value, list) and any(_nul_in_a_key(item) for item in value)
 
 
+def _nul_in_free_form(body: object) -> bool:
+    """Whether free-form JSON (an output schema, a decision's arguments) holds a NUL in any key or string."""
+    if not isinstance(body, dict):
+        return False
+    decisions = body.get("decisions") if isinstance(body.get("decisions"), list) else []
+    free = [body.get("output_schema"), body.get("arguments")]
+    free += [d.get("arguments") for d in decisions if isinstance(d, dict)]
+    return any(has_nul(value) for value in free)
+
+
 @schema.hook
 def filter_body(context: object, body: object) -> bool:
-    """OpenAPI 3.0 cannot say an object's keys hold no NUL (the schema says it in words, the API answers 400)."""
-    return not _nul_in_a_key(body)
+    """OpenAPI 3.0 cannot say an object's keys hold no NUL, nor (free-form JSON being described as free-form, never
+    recursively) the strings inside free-form JSON: the schema says it in words, the API answers 400."""
+    return not _nul_in_a_key(body) and not _nul_in_free_form(body)
 
 
+TOOL_LISTS = ("tools", "sensitive_tools")
 FUZZ_THREAD = "0f0e0d0c-0b0a-4908-8706-050403020100"  # the fuzz user's thread: the only thread_id that can exist
 FUZZ_AGENT = "fuzz"  # the only agent
 
@@ -95,11 +112,14 @@ FUZZ_AGENT = "fuzz"  # the only agent
 @schema.hook
 def map_case(context: object, case: schemathesis.Case) -> schemathesis.Case:
     """A schema-valid `thread_id` is any UUID, but only the caller's own thread exists (another is a 400, API.md):
-    a well-formed one is pointed at the fuzz user's thread; a malformed one is kept, to be refused. (A case hook:
-    the coverage phase applies no body hooks.)"""
+    a well-formed one is pointed at the fuzz user's thread; a malformed one is kept, to be refused. Likewise an
+    agent's name and tool names (strings in the schema: tools come and go). (A case hook: the coverage phase applies
+    no body hooks.)"""
     body = case.body
     if isinstance(body, dict) and isinstance(body.get("agent"), str) and body["agent"].strip():
         body = case.body = {**body, "agent": FUZZ_AGENT}  # likewise an agent: only stored names exist
+    if isinstance(body, dict) and any(isinstance(body.get(k), list) for k in TOOL_LISTS):
+        body = case.body = {**body, **{k: _known_tools(body[k]) for k in TOOL_LISTS if isinstance(body.get(k), list)}}
     if isinstance(body, dict) and isinstance(body.get("thread_id"), str):
         try:
             uuid.UUID(body["thread_id"])
@@ -107,6 +127,18 @@ def map_case(context: object, case: schemathesis.Case) -> schemathesis.Case:
             return case
         case.body = {**body, "thread_id": FUZZ_THREAD}
     return case
+
+
+def _known_tools(names: list) -> list:
+    """Tool names are strings in the schema (tools come and go), but only registered ones exist (another is a 400):
+    each well-formed name is pointed at a registered tool; a malformed one is kept, to be refused."""
+    known = runtime.tool_registry().names()
+    return [
+        known[len(name) % len(known)]
+        if isinstance(name, str) and name.strip() and "\x00" not in name and len(name) <= 64
+        else name
+        for name in names
+    ]
 
 
 @pytest.fixture

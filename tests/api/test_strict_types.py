@@ -32,7 +32,10 @@ def _post_json(client, url: str, body: dict):
 def test_run_string_fields_refuse_other_json_types(api, field, value):
     body = {"input": ARITHMETIC, field: value}
     message = _field_error(_post_json(api, RUNS, body), field)
-    assert "Expected a string" in message
+    if field == "input" and isinstance(value, list):  # v1.2: a list input is parts; this one's part is no object
+        assert message.startswith("part 1: Expected an object")
+    else:
+        assert "Expected a string" in message
     assert run_count() == 0
 
 
@@ -48,7 +51,14 @@ def test_run_tool_list_items_must_be_strings(api, field, value):
 
 def test_a_number_for_input_names_the_type(api):
     message = _field_error(_post_json(api, RUNS, {"input": 5}), "input")
-    assert message == "Expected a string, got a number."
+    assert message == "Expected a string or a list of parts, got a number."
+
+
+def test_without_images_input_is_a_string_only(api, settings):
+    settings.AGENT_MAX_IMAGES = 0
+    message = _field_error(_post_json(api, RUNS, {"input": [{"type": "text", "text": "hi"}]}), "input")
+    assert message == "Expected a string, got a list."
+    assert _field_error(_post_json(api, RUNS, {"input": 5}), "input") == "Expected a string, got a number."
 
 
 @pytest.mark.parametrize(

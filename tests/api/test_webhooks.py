@@ -3,8 +3,6 @@ private-address rule at registration; and the console's read-only webhook pages.
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from django.test import Client
 
@@ -21,36 +19,6 @@ KEYS = {"id", "url", "events", "created_at"}
 
 def register(client, url: str = PUBLIC, events=("run.done",)):
     return client.post(WEBHOOKS, {"url": url, "events": list(events)}, format="json")
-
-
-@pytest.fixture
-def resolver(monkeypatch):
-    """Names resolved from a table instead of DNS (anything else: no such host), as a receiver's DNS would."""
-    table: dict[str, list[str]] = {}
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host, port, *args, **kwargs):
-        if host in table:
-            return [
-                (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
-                for a in table[host]
-            ]
-        if host in ("127.0.0.1", "::1", "localhost") or _is_literal(host):
-            return real(host, port, *args, **kwargs)
-        raise socket.gaierror(socket.EAI_NONAME, "no such host")
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return table
-
-
-def _is_literal(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 # --- registering ---------------------------------------------------------------------------------------------------

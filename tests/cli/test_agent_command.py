@@ -167,7 +167,7 @@ def test_a_model_error_exits_1_and_says_why(admin, settings, stub):
         ((QUESTION, "--provider", "openai"), "OPENAI_API_KEY is not set"),
         (
             (QUESTION, "--user", "ghost"),
-            "No user 'ghost'. Run 'make run' (or '.venv/bin/python manage.py ensure_admin') first",
+            "No user 'ghost'.",
         ),
         (("   ",), "The input must have 1 to 8000 characters"),
         (("",), "The input must have 1 to 8000 characters"),
@@ -403,3 +403,10 @@ def test_a_run_cancelled_between_units_ends_cleanly(admin, monkeypatch):
     run = Run.objects.get()
     assert (run.status, run.stop_reason) == ("done", "cancelled")
     assert "Traceback" not in err
+
+
+def test_a_user_named_with_user_is_only_said_missing(admin):
+    with pytest.raises(CommandError) as excinfo:
+        call_command("agent", QUESTION, "--user", "ghost", stdout=io.StringIO(), stderr=io.StringIO())
+    assert str(excinfo.value) == "No user 'ghost'."  # not "pass --user": it was passed
+    assert excinfo.value.returncode == 2

@@ -30,7 +30,7 @@ VENV_PYTHON = ".venv/bin/python"
 PENDING = {ROOT / "docs" / "architecture.md"}
 OPERATION = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE) +(/[A-Za-z0-9_./{}-]*)")
 # Served, but left out of the OpenAPI document they serve.
-UNLISTED = {("GET", "/api/v1/schema"), ("GET", "/api/v1/docs")}
+UNLISTED = {("GET", "/api/v1/schema"), ("GET", "/api/v1/schema.json"), ("GET", "/api/v1/docs")}
 
 
 def page_id(path: Path) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -143,3 +145,26 @@ def llm(ddg, settings):
 def _fast_passwords(settings):
     """Users are made per test: a cheap hasher keeps the suite fast (the hasher is not under test here)."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+STEP_USAGE = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+
+
+def reply_step(run, **data):
+    """Append a model step: an empty reply unless `data` says otherwise."""
+    fields = {"thought": None, "text": "", "tool_calls": [], "final_answer": None, "usage": STEP_USAGE}
+    return add_step(run, "model", **(fields | data))
+
+
+def step_html(html: str, index: int) -> str:
+    """The trace item of step `index` on a run page."""
+    match = re.search(rf'<li class="step[^"]*" id="step-{index}">(.*?)</li>', html, re.S)
+    assert match, f"step {index} not rendered"
+    return match.group(1)
+
+
+def page_html(user, run) -> str:
+    """The run's console page, as `user` sees it (200)."""
+    response = logged_in(user).get(run_page(run))
+    assert response.status_code == 200
+    return response.content.decode()

@@ -26,8 +26,8 @@ def form(**fields) -> dict:
         "provider": "",
         "model": "",
         "protocol": "",
-        "tools": "",
-        "sensitive_tools": "[]",
+        "tools": [],  # checkboxes: none checked
+        "sensitive_tools": [],
         "max_turns": "",
         "timeout_s": "",
         "temperature": "",
@@ -38,9 +38,7 @@ def form(**fields) -> dict:
 
 
 def test_a_valid_agent_is_saved_with_who_changed_it(staff_client, superuser):
-    response = staff_client.post(
-        ADD, form(tools='["calculator"]', temperature="0.5", output_schema='{"type": "object"}')
-    )
+    response = staff_client.post(ADD, form(tools=["calculator"], temperature="0.5", output_schema='{"type": "object"}'))
     assert response.status_code == 302, response.content.decode()[-2000:]
     agent = Agent.objects.get(name="helper")
     assert (agent.tools, agent.temperature, agent.output_schema, agent.updated_by) == (
@@ -50,7 +48,7 @@ def test_a_valid_agent_is_saved_with_who_changed_it(staff_client, superuser):
         superuser,
     )
     change = f"/admin/agents/agent/{agent.pk}/change/"
-    staff_client.post(change, form(tools='["calculator"]', temperature="0.9", output_schema='{"type": "object"}'))
+    staff_client.post(change, form(tools=["calculator"], temperature="0.9", output_schema='{"type": "object"}'))
     history = staff_client.get(f"/admin/agents/agent/{agent.pk}/history/").content.decode()
     assert "Temperature" in history and superuser.username in history
     assert LogEntry.objects.filter(object_id=str(agent.pk)).count() == 2
@@ -59,8 +57,8 @@ def test_a_valid_agent_is_saved_with_who_changed_it(staff_client, superuser):
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"tools": '["calculator", "teleport"]'}, "Unknown tool(s): teleport"),
-        ({"sensitive_tools": '["nope"]'}, "Unknown tool(s): nope"),
+        ({"tools": ["calculator", "teleport"]}, "Unknown tool(s): teleport"),
+        ({"sensitive_tools": ["nope"]}, "Unknown tool(s): nope"),
         ({"output_schema": '{"type": "no-such-type"}'}, "Not a valid JSON Schema"),
         ({"output_schema": "[1, 2]"}, "A JSON Schema is a JSON object"),
         ({"provider": "skynet"}, "skynet"),

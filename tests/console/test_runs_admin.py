@@ -23,8 +23,8 @@ from tests.console.conftest import (
 pytestmark = pytest.mark.django_db
 
 COLUMNS = [
-    "short_id", "owner", "input_summary", "status", "stop_reason", "provider_model", "protocol", "turns", "tokens",
-    "duration", "created_at",
+    "short_id", "owner", "input_summary", "thread_title", "status_reason", "provider_model", "turns", "tokens",
+    "duration", "created",
 ]  # fmt: skip
 SCRIPT = "<script>alert(1)</script>"
 SCRIPT_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -55,10 +55,11 @@ def test_list_has_the_columns(superuser, alice):
     row = re.search(r'<tr[^>]*>\s*<td class="action-checkbox">.*?</tr>', html, re.S).group(0)
     assert str(run.pk)[:8] in row
     assert "alice" in row
-    assert "demo / demo-1" in row
-    assert "react" in row.lower()
+    assert "demo / demo-1 (react)" in row  # the protocol beside the model
+    assert "done: final answer" in row  # the status with its stop reason
     assert ">150<" in row  # tokens: prompt + completion
     assert re.search(r"\d+\.\d\d s", row)  # duration
+    assert re.search(r">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d<", row)  # created, in the site's one date format
 
 
 def input_cell(html: str, run) -> str:
@@ -273,7 +274,7 @@ def test_tool_errors_are_highlighted(superuser, traced_run):
     html = logged_in(superuser).get(run_page(traced_run)).content.decode()
     failed = step_html(html, 2)
     assert "is-error" in failed
-    assert "errornote" in failed and "division by zero" in failed
+    assert re.search(r'<span class="badge badge-error"[^>]*>error</span>', failed) and "division by zero" in failed
     assert "is-error" not in step_html(html, 1)
     error = step_html(html, 4)
     assert "kind-error" in error and "errornote" in error and "The reply could not be parsed." in error

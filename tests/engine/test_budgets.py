@@ -14,10 +14,13 @@ from tests.engine.conftest import FakeClock, echo_tool, kinds, make_tool, new_st
 def test_stop_reasons_are_exactly_those_of_the_api():
     assert sorted(r.value for r in StopReason) == [
         "cancelled",
+        "content_filtered",  # issue 33
         "final_answer",
         "max_turns",
         "model_error",
+        "output_truncated",  # issue 33
         "quota_exceeded",  # v1.1
+        "refused",  # issue 33
         "timeout",
     ]
 

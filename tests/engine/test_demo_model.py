@@ -78,3 +78,40 @@ def test_search_pauses_for_approval_then_answers(clock, search, searched, protoc
     state, _ = advance(state, DemoProvider(), tools, clock)
     assert searched == ["the weather in Oslo"]
     assert (state.stop_reason, state.output) == ("final_answer", "Top result for the weather in Oslo: it is sunny.")
+
+
+@pytest.mark.parametrize("protocol", ["tools", "react"])
+def test_usage_is_estimated_from_text_length(clock, calculator, protocol):
+    """~4 characters a token, as real models count: each call's prompt grows with the transcript, so the usage chart
+    and quotas can be seen offline."""
+    tools = toolset(calculator)
+    state = new_state(tools, input="What is 12*7, plus 1?", protocol=protocol)
+    state, events = run_until_stopped(state, DemoProvider(), tools, clock)
+
+    usages = [e["usage"] for e in events if e["kind"] == "model"]
+    prompts = [u["prompt_tokens"] for u in usages]
+    assert all(u["completion_tokens"] > 0 for u in usages)
+    assert prompts == sorted(prompts) and prompts[0] < prompts[-1]  # every call sends everything said so far
+    assert state.usage.total_tokens == sum(u["total_tokens"] for u in usages)
+
+
+def test_usage_counts_characters_of_the_prompt_and_the_reply():
+    from agents.engine.types import ModelReply, ModelRequest, ToolCall
+    from agents.providers.demo import estimated_usage
+
+    request = ModelRequest(messages=[{"role": "user", "content": "x" * 400}], tools=[], protocol="react", timeout_s=5)
+    assert estimated_usage(request, ModelReply(text="y" * 41)).as_dict() == {
+        "prompt_tokens": 100,
+        "completion_tokens": 11,
+        "total_tokens": 111,
+    }
+    call = ToolCall("c1", "calculator", {"expression": "12*7"})  # 10 + 22 characters
+    assert estimated_usage(request, ModelReply(tool_calls=(call,))).completion_tokens == 8
+    image = {"type": "image", "media_type": "image/png", "data": "AAAA"}
+    with_image = ModelRequest(
+        messages=[{"role": "user", "content": [{"type": "text", "text": "x" * 40}, image]}],
+        tools=[],
+        protocol="react",
+        timeout_s=5,
+    )
+    assert estimated_usage(with_image, ModelReply(text="ok")).prompt_tokens == 10 + 85

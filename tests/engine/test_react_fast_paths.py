@@ -1,53 +1,27 @@
-"""The react parser's fast paths give exactly what one multiline regex over the whole reply gives."""
+"""The react parser's fast path gives exactly what the general line-by-line scan gives."""
 
 from __future__ import annotations
 
 import re
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agents.engine import react
 from agents.engine.react import has_final_answer, parse, strip_think
 
-# --- the reference: the parser as it was before the fast paths, one MULTILINE regex scan -------------------------
+# --- the reference: the general line-by-line scan alone, the fast path switched off -------------------------------
 
-_KEYWORDS = re.compile(
-    r"^[ \t]*(?:\*\*)?(?:(?P<thought>thought)|(?P<action_input>action[ \t]+input)|(?P<action>action)"
-    r"|(?P<final_answer>final[ \t]+answer)|(?P<observation>observation))(?:\*\*)?[ \t]*:[ \t]*",
-    re.MULTILINE | re.IGNORECASE,
-)
-
-
-def _reference_sections(text: str) -> dict[str, tuple[int, int]]:
-    sections: dict[str, tuple[int, int]] = {}
-    key, value_start = None, 0
-    for match in _KEYWORDS.finditer(text):
-        if key is not None and key not in sections:
-            sections[key] = (value_start, match.start())
-        key, value_start = match.lastgroup, match.end()
-    if key is not None and key not in sections:
-        sections[key] = (value_start, len(text))
-    return sections
+_NEVER = re.compile(r"(?!)")
 
 
 def reference_parse(raw: str) -> tuple[str | None, ...]:
-    """(thought, final_answer, action, action_input, error, think) as the single-regex parser gave them."""
-    text, think = strip_think(raw)
-    sections = _reference_sections(text)
-
-    def value(key: str) -> str | None:
-        span = sections.get(key)
-        return text[span[0] : span[1]].strip() if span else None
-
-    thought = value("thought") or think
-    if "final_answer" in sections:
-        return (thought, text[sections["final_answer"][0] :].strip(), None, None, None, think)
-    action = value("action")
-    if action:
-        name = action.splitlines()[0].strip().strip("`*\"' ")
-        return (thought, None, name, value("action_input") or "", None, think)
-    return (thought, None, None, None, "no line starting with 'Action:' or 'Final Answer:' was found", think)
+    """(thought, final_answer, action, action_input, error, think) as the general scan gives them."""
+    with mock.patch.object(react, "_USUAL_SHAPE", _NEVER):
+        parsed = parse(raw)
+    return (parsed.thought, parsed.final_answer, parsed.action, parsed.action_input, parsed.error, parsed.think)
 
 
 def assert_same_as_reference(raw: str) -> None:
@@ -55,7 +29,18 @@ def assert_same_as_reference(raw: str) -> None:
     got = (parsed.thought, parsed.final_answer, parsed.action, parsed.action_input, parsed.error, parsed.think)
     assert got == reference_parse(raw), raw
     text = strip_think(raw)[0]
-    assert has_final_answer(text) == ("final_answer" in _reference_sections(text)), raw
+    assert has_final_answer(text) == (react.scan(text)[1] is not None), raw
+
+
+def test_the_reference_is_the_general_scan() -> None:
+    """The fast path is what is switched off: a reply in the usual shape takes it, and the reference does not."""
+    calls = []
+    real = react.scan
+    with mock.patch.object(react, "scan", lambda text: calls.append(text) or real(text)):
+        parse(ACTION)
+        assert calls == []
+        reference_parse(ACTION)
+        assert calls == [ACTION]
 
 
 # --- cases ---------------------------------------------------------------------------------------------------------
@@ -107,6 +92,14 @@ NEAR_SHAPES = [
     "\n",
     "Thought",
     "Thought: only",
+    "Thought: a\n**Final Answer:** b",
+    "Thought: a\n**Action:** calculator\n**Action Input:** 1",
+    "Thought: a\nAction: calculator\nAction Input: ```json",
+    'Thought: a\nAction: calculator\nAction Input: ```{"expression": "1"}```',
+    "Thought: a\nAction: calculator (does sums)\nAction Input: 1",
+    "Thought: a\nAction: calculator.\nAction Input: 1",
+    "Thought: a\nFinal Answer: ```\ncode\n```",
+    "Thought: a\nAction: calculator\nAction Input: ~~~",
 ]
 
 
@@ -144,16 +137,37 @@ KEYWORDS = [
     "Observation",
     "Actıon",
 ]
-VALUES = ["", " ", " x", " calculator", ' {"expression": "12*7"}', " 85", "  spaced  ", " a: b", " `calc`", "\r", " *"]
+VALUES = [
+    "",
+    " ",
+    " x",
+    " calculator",
+    ' {"expression": "12*7"}',
+    " 85",
+    "  spaced  ",
+    " a: b",
+    " `calc`",
+    "\r",
+    " *",
+    " ```json",
+    " calc (sums)",
+    " calc.",
+]
 
 
 @st.composite
 def lines(draw: st.DrawFn) -> str:
     if draw(st.booleans()):
-        return draw(st.sampled_from(["", "free text", "  indented text", "x: y", "**", "<think>t</think>", "</think>"]))
+        return draw(
+            st.sampled_from(
+                ["", "free text", "  indented text", "x: y", "**", "<think>t</think>", "</think>", "```", "```json"]
+            )
+        )
     indent = draw(st.sampled_from(["", "", " ", "\t", "  "]))
-    bold_open, bold_close = draw(st.sampled_from([("", ""), ("", ""), ("**", "**"), ("**", ""), ("", "**")]))
-    colon = draw(st.sampled_from([":", ":", " :", ""]))
+    bold_open, bold_close = draw(
+        st.sampled_from([("", ""), ("", ""), ("**", "**"), ("**", ""), ("", "**"), ("*", "*"), ("__", "__")])
+    )
+    colon = draw(st.sampled_from([":", ":", " :", "", ":**", ":*"]))
     return f"{indent}{bold_open}{draw(st.sampled_from(KEYWORDS))}{bold_close}{colon}{draw(st.sampled_from(VALUES))}"
 
 
@@ -172,6 +186,6 @@ def test_property_generated_replies_parse_as_the_reference_does(raw: str) -> Non
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet="TtAaFfOoIi hgucnsrwe:\n\r\t*<>/k", max_size=120))
+@given(st.text(alphabet="TtAaFfOoIi hgucnsrwe:\n\r\t*<>/k`_~{}", max_size=120))
 def test_property_arbitrary_text_parses_as_the_reference_does(raw: str) -> None:
     assert_same_as_reference(raw)

@@ -48,8 +48,8 @@ def test_the_list_shows_pass_rates(admin_client):
     response = admin_client.get(CHANGELIST)
     assert response.status_code == 200
     html = response.content.decode()
-    assert "75%" in html and "3/4" in html
-    assert "0%" in html and "0/1" in html
+    assert "75.0 %" in html and "3/4" in html
+    assert "0.0 %" in html and "0/1" in html
     assert 'href="/admin/agents/evalrun/add/"' not in html  # eval runs are made by running evals
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pytest
+import requests
+
 from tests.providers.stub_llm import OPENAI_PATH, openai_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +60,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     }
     env |= {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "PYTHONUNBUFFERED": "1"}
     env["REACTSITE_ENV_FILE"] = ""  # the developer's .env (DEBUG=1, a dev key) must not leak into what a test loads
+    env["AGENT_DEMO_WORD_PAUSE_S"] = "0"  # the demo model writes at once (a test that wants the pause sets it)
     env |= {k: str(v) for k, v in extra.items()}
     return env
 
@@ -181,3 +185,32 @@ class Barrier:
             return 200, {"Content-Type": "application/json"}, payload
 
         stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, log: Path, limit_s: float = 20.0) -> None:
+    """Wait until a server started by a test answers its health route 200; fail with its log's end if it exits
+    or stays unhealthy."""
+    deadline = time.monotonic() + limit_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"gunicorn exited with {proc.returncode}:\n{log.read_text(errors='replace')[-4000:]}")
+        try:
+            resp = requests.get(url + "/api/v1/health", timeout=2)
+            if resp.status_code == 200:
+                return
+            last = f"{resp.status_code} {resp.text[:300]}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        time.sleep(0.1)
+    pytest.fail(f"gunicorn not healthy after {limit_s:g} s ({last}):\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a server a test started: SIGTERM, then SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)

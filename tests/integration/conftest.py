@@ -5,14 +5,12 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.integration._support import ROOT, app_env
+from tests.integration._support import ROOT, app_env, stop, wait_healthy
 from tests.providers.stub_llm import fake_key
 from tests.support.http_stub import StubServer
 
@@ -75,32 +73,10 @@ def gunicorn(django_db_setup, tmp_path_factory):
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fout, stderr=ferr)
         try:
             url = f"http://127.0.0.1:{port}"
-            _wait_healthy(url, proc, err)
+            wait_healthy(url, proc, err)
             yield Gunicorn(url=url, stub=stub, process=proc, stdout=out, stderr=err)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, stderr: Path, limit_s: float = 20.0) -> None:
-    deadline = time.monotonic() + limit_s
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"gunicorn exited with {proc.returncode}:\n{stderr.read_text(errors='replace')[-4000:]}")
-        try:
-            resp = requests.get(url + "/api/v1/health", timeout=2)
-            if resp.status_code == 200:
-                return
-            last = f"{resp.status_code} {resp.text[:300]}"
-        except requests.RequestException as exc:
-            last = type(exc).__name__
-        time.sleep(0.1)
-    pytest.fail(f"gunicorn not healthy after {limit_s:g} s ({last}):\n{stderr.read_text(errors='replace')[-4000:]}")
+            stop(proc)
 
 
 @pytest.fixture

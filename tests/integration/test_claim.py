@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agents.limits.owners import OwnerFacts
 from agents.models import Run, TokenQuota, Webhook
 from agents.runs import persist
 from tests.conftest import make_user, stored_run_fields
@@ -31,9 +32,9 @@ def field_values(run: Run) -> dict:
 def test_the_claimed_run_is_the_run_the_orm_reads():
     run = queued_run(make_user("owner"), lease_owner="", turns=2, version=3)
     now = timezone.now()
-    claimed = persist.claim(run.pk, "t1", ["queued", "running"], now, now + SOON)
+    claimed, facts = persist.claim(run.pk, "t1", ["queued", "running"], now, now + SOON)
 
-    assert claimed is not None and claimed._state.adding is False
+    assert facts is None and claimed._state.adding is False
     assert field_values(claimed) == field_values(Run.objects.get(pk=run.pk))
     assert (claimed.status, claimed.lease_owner) == ("running", "t1")  # a queued run becomes running
     assert claimed.history == [{"role": "user", "content": "earlier é"}] and claimed.output_schema == {"type": "object"}
@@ -44,7 +45,7 @@ def test_a_claim_keeps_a_running_runs_status_and_refuses_others():
     owner, now = make_user("owner"), timezone.now()
     running = queued_run(owner, status="awaiting_approval")
     assert persist.claim(running.pk, "t1", ["queued", "running"], now, now + SOON) is None
-    claimed = persist.claim(running.pk, "t1", ["awaiting_approval"], now, now + SOON)
+    claimed, _ = persist.claim(running.pk, "t1", ["awaiting_approval"], now, now + SOON)
     assert claimed is not None and claimed.status == "awaiting_approval"
 
 
@@ -55,16 +56,16 @@ def test_a_held_lease_is_taken_only_once_it_has_expired():
     assert Run.objects.get(pk=run.pk).lease_owner == "other"
 
     later = now + SOON + timedelta(seconds=1)
-    claimed = persist.claim(run.pk, "t1", ["running"], later, later + SOON)
+    claimed, _ = persist.claim(run.pk, "t1", ["running"], later, later + SOON)
     assert claimed is not None and Run.objects.get(pk=run.pk).lease_owner == "t1"
 
 
 def test_a_queued_runs_budget_starts_when_it_is_claimed():
     run = queued_run(make_user("owner"), deadline=timezone.now() - timedelta(hours=1))
     now = timezone.now()
-    claimed = persist.claim_queued(run.pk, "t1", now, now + SOON)
+    claimed, _ = persist.claim_queued(run.pk, "t1", now, now + SOON)
 
-    assert claimed is not None and claimed.status == "running"
+    assert claimed.status == "running"
     assert claimed.deadline == now + timedelta(seconds=45.5)
     assert field_values(claimed) == field_values(Run.objects.get(pk=run.pk))
     assert persist.claim_queued(run.pk, "t2", now, now + SOON) is None  # no longer queued
@@ -79,8 +80,8 @@ def test_the_owners_quota_facts_come_with_the_claim(with_facts):
     Webhook.objects.create(owner=make_user("someone else"), url="https://hooks.example/y", events=[], secret="s")
     run = queued_run(owner)
 
-    claimed = persist.claim_queued(run.pk, "t1", now, now + SOON, owner_facts=True)
+    claimed, facts = persist.claim_queued(run.pk, "t1", now, now + SOON, owner_facts=True)
 
-    assert claimed.owner_quota == (1234 if with_facts else None)
-    assert claimed.owner_has_webhooks is with_facts
-    assert not hasattr(persist.claim(queued_run(owner).pk, "t2", ["queued"], now, now + SOON), "owner_quota")
+    assert facts == OwnerFacts(owner.pk, 1234 if with_facts else None, with_facts)
+    assert claimed.pk == run.pk
+    assert persist.claim(queued_run(owner).pk, "t2", ["queued"], now, now + SOON)[1] is None  # not asked for

@@ -145,7 +145,7 @@ def test_twenty_advances_through_the_api_one_200_the_rest_409(user, openai_stub)
 def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
     run = start(user, mode="step")
     drive.execute(run_id=run.pk, units=1)  # steps 0 (model) and 1 (tool) are committed
-    _, dead = drive._claim(run.pk, [RunStatus.RUNNING])  # a worker takes the lease, then dies holding it
+    _, dead, _ = drive._claim(run.pk, [RunStatus.RUNNING])  # a worker takes the lease, then dies holding it
 
     with pytest.raises(errors.RunBusy):
         drive.execute(run_id=run.pk)

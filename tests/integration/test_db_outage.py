@@ -30,9 +30,19 @@ from django_tasks_db.models import DBTaskResult
 
 from agents.models import Run
 from agents.runs import review, submit
-from tests.integration._support import MANAGE, PYTHON, ROOT, Barrier, app_env, db_url, quick_user, token_key
+from tests.integration._support import (
+    MANAGE,
+    PYTHON,
+    ROOT,
+    Barrier,
+    app_env,
+    db_url,
+    quick_user,
+    token_key,
+    wait_healthy,
+)
 from tests.integration._tcp_proxy import TcpProxy
-from tests.integration.conftest import _wait_healthy, free_port
+from tests.integration.conftest import free_port
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,7 +118,7 @@ def gunicorn(logs: Path, **extra: str) -> Iterator[tuple[str, Process]]:
     process = _spawn(cmd, app_env(LOG_LEVEL="WARNING") | extra, logs, "gunicorn")
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process.proc, process.stderr)
+        wait_healthy(url, process.proc, process.stderr)
         yield url, process
     finally:
         _stop(process.proc)

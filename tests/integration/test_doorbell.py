@@ -11,7 +11,7 @@ from django.db import connection
 
 from agents.api.events import run_events
 from agents.models import Run
-from agents.runs import doorbell, drive, review, submit
+from agents.runs import doorbell, drive, livebus, review, submit
 from tests.conftest import stored_run_fields
 from tests.integration._support import quick_user
 
@@ -29,6 +29,7 @@ def bell_kind(request, settings):
     if not available(request.param):
         pytest.skip(f"this run has no {request.param}")
     settings.AGENT_DOORBELL = request.param
+    doorbell.stop_listeners()  # each test starts with a new listener (an earlier test's may still be listening)
     yield request.param
     doorbell.stop_listeners()  # no LISTEN connection outlives the test (the test database is dropped at the end)
 
@@ -92,11 +93,15 @@ def test_a_units_commit_rings_the_bell(bell_kind):
     assert steps[0] - started < 3  # woken by the commit's ring, not by a poll or the safety re-read
 
 
-def test_sqlite_polls(settings):
+def test_sqlite_alone_rings_over_local_sockets_and_polls_only_when_asked(settings):
+    """The embedded default (SQLite, no Redis) is one machine: its rings are datagrams to each process's socket
+    (issue 32: the live events travel there too). AGENT_DOORBELL=poll still polls."""
     settings.AGENT_DOORBELL = "auto"
     settings.REDIS_URL = ""
     if connection.vendor != "sqlite":
         pytest.skip("the embedded default only")
+    assert doorbell.kind() == "local"
+    settings.AGENT_DOORBELL = "poll"
     assert doorbell.kind() == "poll"
     with doorbell.watching(running_run().pk) as bell:
         assert bell is None
@@ -133,7 +138,7 @@ def _drop_listener_connection(kind: str) -> None:
     if kind == "redis":
         from django.conf import settings
 
-        assert doorbell._redis(settings.REDIS_URL).client_kill_filter(_type="pubsub") >= 1
+        assert livebus.redis_client(settings.REDIS_URL).client_kill_filter(_type="pubsub") >= 1
     else:
         with connection.cursor() as cursor:
             cursor.execute(

@@ -92,6 +92,7 @@ import os, django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 from django.db import connection, connections
+from agents.engine.types import ModelRequest
 from agents.runs.drive import Unheld
 from reactsite.serving import green
 
@@ -104,7 +105,7 @@ class Model:
 with connection.cursor() as cursor:
     cursor.execute("SELECT 1")
 before = connection.connection
-reply = Unheld(Model()).complete(None)
+reply = Unheld(Model()).complete(ModelRequest(messages=[], tools=[], protocol="native", timeout_s=5.0))
 print("after", reply, connection.connection is before)
 """
 

@@ -22,8 +22,8 @@ import requests
 from django.db import connection
 
 from agents.models import Run
-from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user, token_key
-from tests.integration.conftest import _wait_healthy, free_port
+from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user, token_key, wait_healthy
+from tests.integration.conftest import free_port
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -125,7 +125,7 @@ def deployment(stub, tmp_path):
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, server, err)
+        wait_healthy(url, server, err)
         yield url, server, Model(stub), err
     finally:
         for proc in (server, worker):

@@ -55,8 +55,14 @@ class Script:
 
 
 def env(stub) -> dict[str, str]:
+    # A driver uses one connection at a time: with PostgreSQL's pool at its default (2 per process), the 20 drivers
+    # of a case plus the session's gunicorn and the workers came within reach of max_connections (100) on CI.
     return app_env(
-        OPENAI_API_KEY=fake_key(), OPENAI_BASE_URL=stub.url + "/v1", LOG_LEVEL="WARNING", AGENT_LEASE_S=LEASE_S
+        OPENAI_API_KEY=fake_key(),
+        OPENAI_BASE_URL=stub.url + "/v1",
+        LOG_LEVEL="WARNING",
+        AGENT_LEASE_S=LEASE_S,
+        DB_POOL_MIN_SIZE="1",
     )
 
 

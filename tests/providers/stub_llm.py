@@ -165,6 +165,103 @@ def anthropic_error(kind: str = "api_error", message: str = "error") -> dict[str
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+# --- streaming, as the API references document it ------------------------------------------------------------
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+
+
+def pieces(text: str, size: int = 3) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or []
+
+
+def openai_stream(body: dict[str, Any], size: int = 3, interleave: bool = True) -> list[bytes]:
+    """A Chat Completions body as `chat.completion.chunk` events: the content (or refusal) in pieces of `size`
+    characters, each tool call's arguments split across chunks (several calls interleaved by index), the finish
+    reason, then a usage chunk with empty `choices` (stream_options.include_usage), then `[DONE]`."""
+    choice = body["choices"][0]
+    message, head = choice["message"], {"id": body.get("id", "chatcmpl-test"), "object": "chat.completion.chunk",
+                                        "created": 1700000000, "model": body.get("model", "gpt-test")}  # fmt: skip
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return sse({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(key), str):
+            out += [chunk({key: piece}) for piece in pieces(message[key], size)]
+    out += [chunk({"content": piece}) for piece in pieces(message.get("content") or "", size)]
+    out += [chunk({"refusal": piece}) for piece in pieces(message.get("refusal") or "", size)]
+    calls = message.get("tool_calls") or []
+    for index, call in enumerate(calls):  # the opening piece of each call: id, name, no arguments yet
+        function = {"name": call["function"]["name"], "arguments": ""}
+        out.append(
+            chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": function}]})
+        )
+    split = [pieces(call["function"]["arguments"], size) for call in calls]
+    rounds = max((len(p) for p in split), default=0)
+    order = (
+        [(i, r) for r in range(rounds) for i in range(len(calls))]
+        if interleave
+        else [(i, r) for i in range(len(calls)) for r in range(rounds)]
+    )
+    for index, r in order:
+        if r < len(split[index]):
+            out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": split[index][r]}}]}))
+    out.append(chunk({}, choice.get("finish_reason") or "stop"))
+    if body.get("usage") is not None:
+        out.append(sse({**head, "choices": [], "usage": body["usage"]}))
+    return [*out, sse("[DONE]")]
+
+
+def anthropic_stream(body: dict[str, Any], size: int = 3) -> list[bytes]:
+    """A Messages body as its stream: message_start (with the input usage), each block's start, deltas (text_delta,
+    input_json_delta pieces, thinking_delta then signature_delta) and stop, message_delta (stop reason, output
+    usage), message_stop. A tool_use block whose `input` is a string streams that text (a call cut off)."""
+    usage = dict(body.get("usage") or {})
+    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"} | {"output_tokens": 1}
+    message = {k: v for k, v in body.items() if k not in ("content", "usage", "stop_reason")}
+    out = [sse({"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
+                                                    "usage": start_usage}}, "message_start")]  # fmt: skip
+    out.append(sse({"type": "ping"}, "ping"))
+    for index, block in enumerate(body["content"]):
+        kind = block["type"]
+        if kind == "text":
+            opening, deltas = (
+                {"type": "text", "text": ""},
+                [{"type": "text_delta", "text": p} for p in pieces(block["text"], size)],
+            )
+        elif kind == "thinking":
+            opening = {"type": "thinking", "thinking": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces(block["thinking"], size)]
+            deltas.append({"type": "signature_delta", "signature": block.get("signature", "sig")})
+        elif kind in ("tool_use", "server_tool_use"):
+            opening = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
+            text = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])  # str: cut off
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces(text, size)]
+        else:  # redacted_thinking, a server tool's result: whole in the block's start event
+            opening, deltas = block, []
+        out.append(
+            sse({"type": "content_block_start", "index": index, "content_block": opening}, "content_block_start")
+        )
+        out += [sse({"type": "content_block_delta", "index": index, "delta": d}, "content_block_delta") for d in deltas]
+        out.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    delta = {"type": "message_delta", "delta": {"stop_reason": body.get("stop_reason"), "stop_sequence": None},
+             "usage": {"output_tokens": usage.get("output_tokens", 0)}}  # fmt: skip
+    out.append(sse(delta, "message_delta"))
+    return [*out, sse({"type": "message_stop"}, "message_stop")]
+
+
+def as_stream(payload: bytes) -> list[bytes]:
+    """A scripted non-streamed reply body as the stream its API would have sent instead."""
+    body = json.loads(payload)
+    if body.get("type") == "message":
+        return anthropic_stream(body)
+    return openai_stream(body)
+
+
 def burst(provider: Any, calls: int) -> None:
     """`calls` concurrent model calls through one provider (its one SDK client), waited for."""
     import threading

@@ -131,13 +131,32 @@ class StubServer:
                 else:
                     time.sleep(resp.delay_s)
                     status, headers, payload = resp.status, resp.headers, resp.body
+                if status == 200 and isinstance(payload, bytes) and _is_json(headers) and _asks_to_stream(body):
+                    # A model API asked for a stream gets the scripted reply as that API streams it.
+                    from tests.providers.stub_llm import as_stream
+
+                    headers, payload = {"Content-Type": "text/event-stream"}, as_stream(payload)
                 try:
                     self.send_response(status)
                     for k, v in headers.items():
                         self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(payload)))
+                    if isinstance(payload, bytes):
+                        self.send_header("Content-Length", str(len(payload)))
+                        self.end_headers()
+                        self.wfile.write(payload)
+                        return
+                    # Pieces written one by one (a float is a pause, None cuts the connection), as a stream.
+                    self.send_header("Connection", "close")
                     self.end_headers()
-                    self.wfile.write(payload)
+                    self.close_connection = True
+                    for piece in payload:
+                        if piece is None:
+                            return
+                        if isinstance(piece, float | int):
+                            time.sleep(piece)
+                            continue
+                        self.wfile.write(piece)
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
@@ -158,3 +177,16 @@ class StubServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _asks_to_stream(body: bytes) -> bool:
+    if b'"stream"' not in body:
+        return False
+    try:
+        return jsonlib.loads(body).get("stream") is True
+    except (ValueError, AttributeError):
+        return False
+
+
+def _is_json(headers: dict[str, str]) -> bool:
+    return any(k.lower() == "content-type" and "json" in v for k, v in headers.items())

@@ -22,7 +22,8 @@ class HealthView(APIView):
         parts = {"database": _check_database(), "cache": _check_cache()}
         healthy = all(v == "ok" for v in parts.values())
         body = {"status": "ok" if healthy else "error", **parts}
-        body |= {"default_provider": settings.AGENT_DEFAULT_PROVIDER, "version": settings.VERSION}
+        body |= {"default_provider": settings.AGENT_DEFAULT_PROVIDER}
+        body |= {"version": settings.VERSION, "api_version": settings.API_VERSION}  # the package's, the contract's
         return Response(body, status=200 if healthy else 503)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from django import forms
 from django.db.models import Prefetch
 from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
@@ -16,9 +17,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.api.authentication import owner_facts
 from agents.api.events import EventStreamRenderer, run_events
 from agents.api.serializers import (
     AdvanceSerializer,
+    EventsQuerySerializer,
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
@@ -31,13 +34,39 @@ from agents.permissions import visible_runs
 from agents.runs import drive, idempotency, review, submit
 
 
+class _TrueOrFalse(forms.NullBooleanField):
+    def to_python(self, value):
+        if value is None:  # not given
+            return None
+        if value in ("true", "false"):
+            return value == "true"
+        raise forms.ValidationError("Must be true or false.", code="invalid")
+
+
+class StrictBooleanFilter(filters.BooleanFilter):
+    """`true` or `false` and nothing else (a 400): django-filter's own boolean takes any other word for "not given",
+    which the schema's `type: boolean` does not allow."""
+
+    field_class = _TrueOrFalse
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("widget", forms.TextInput)
+        super().__init__(*args, **kwargs)
+
+
 class RunFilter(filters.FilterSet):
     status = filters.ChoiceFilter(choices=RunStatus.choices)
     stop_reason = filters.ChoiceFilter(choices=StopReason.choices)
+    mine = StrictBooleanFilter(
+        method="filter_mine", help_text="true: only the caller's own runs (a reviewer otherwise sees every run)."
+    )
 
     class Meta:
         model = Run
-        fields = ["status", "stop_reason"]
+        fields = ["status", "stop_reason", "mine"]
+
+    def filter_mine(self, queryset, name, value):
+        return queryset.filter(owner_id=self.request.user.pk) if value else queryset
 
 
 def _step_index(header: str) -> int:
@@ -126,7 +155,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         options = submit.RunOptions(**data.validated_data)
-        run = submit.submit_run(owner=request.user, options=options, key_id=key_id)
+        run = submit.submit_run(owner=request.user, options=options, key_id=key_id, facts=owner_facts(request))
         code = status.HTTP_202_ACCEPTED if run.mode == RunMode.BACKGROUND else status.HTTP_201_CREATED
         return Response(RunSerializer(run).data, status=code), run.mode == options.mode
 
@@ -148,16 +177,26 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         run = self.get_object()
         body = AdvanceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = review.advance_run(run_id=run.pk, actor=request.user, owner_id=run.owner_id, **body.validated_data)
+        run = review.advance_run(
+            run_id=run.pk,
+            actor=request.user,
+            owner_id=run.owner_id,
+            facts=owner_facts(request),
+            **body.validated_data,
+        )
         return Response(RunSerializer(run).data)
 
-    @extend_schema(responses={(200, "text/event-stream"): str})
+    @extend_schema(parameters=[EventsQuerySerializer], responses={(200, "text/event-stream"): str})
     @action(detail=True, methods=["get"], renderer_classes=[EventStreamRenderer, JSONRenderer])
     def events(self, request, pk=None):
-        """`text/event-stream` of the run's steps (replayed, then live), status changes, and a last `done`."""
+        """`text/event-stream` of the run's steps (replayed, then live), status changes, and a last `done`; between
+        them the work in progress (assistant.delta, assistant.retry, tool.started, tool.finished), never stored."""
         run = self.get_object()
+        query = EventsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         after = _step_index(request.headers.get("Last-Event-ID", ""))
-        response = StreamingHttpResponse(run_events(run.pk, after), content_type="text/event-stream")
+        frames = run_events(run.pk, after, deltas=query.validated_data["deltas"] == "1")
+        response = StreamingHttpResponse(frames, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
         return response
@@ -180,7 +219,9 @@ class SeedRunView(APIView):
         allowed = {k: body[k] for k in ("input", "max_turns", "timeout_s") if k in body}
         data = RunCreateSerializer(data={**allowed, "mode": "sync", "protocol": "tools"})
         data.is_valid(raise_exception=True)
-        run = submit.submit_run(owner=request.user, options=submit.RunOptions(**data.validated_data))
+        run = submit.submit_run(
+            owner=request.user, options=submit.RunOptions(**data.validated_data), facts=owner_facts(request)
+        )
         payload = {
             "run_id": str(run.pk),
             "output": run.output,

@@ -30,7 +30,7 @@ class ThreadViewSet(
         threads = visible_threads(self.request.user).annotate(run_count=Count("runs")).order_by("-updated_at")
         if self.action == "retrieve":
             runs = Run.objects.order_by("created_at").only(
-                "id", "thread_id", "input", "output", "status", "stop_reason", "created_at"
+                "id", "thread_id", "input", "input_parts", "output", "status", "stop_reason", "created_at"
             )
             return threads.prefetch_related(Prefetch("runs", queryset=runs))
         return threads

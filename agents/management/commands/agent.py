@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 import time
 import uuid
+from contextlib import nullcontext
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -17,7 +19,7 @@ from agents.api.serializers import RunDetailSerializer
 from agents.limits import quotas
 from agents.models import Run, RunStatus, Step
 from agents.permissions import can_decide
-from agents.runs import drive, review, selectors, submit
+from agents.runs import drive, live, review, selectors, submit
 
 
 class Command(BaseCommand):
@@ -33,6 +35,11 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=None, help="seconds; default: the agent's, or 60")
         parser.add_argument("--user", default="admin", help="the run's owner (default: admin)")
         parser.add_argument("--json", action="store_true", help="print the run object with its steps")
+        parser.add_argument(
+            "--no-stream",
+            action="store_true",
+            help="on a terminal, print each step once it is stored instead of the model's words as they come",
+        )
         thread = parser.add_mutually_exclusive_group()
         thread.add_argument("--thread", metavar="ID", default=None, help="continue this thread of the --user")
         thread.add_argument(
@@ -61,9 +68,11 @@ class Command(BaseCommand):
         if opts["thread"] is not None and opts["new_thread"]:  # argparse refuses the pair; call_command(**kw) does not
             raise CommandError("Use either --thread or --new-thread, not both.", returncode=2)
         user = self._user(opts["user"])
-        run = self._start(user, opts)
+        self.live = Terminal(self.stdout) if self._streams(opts) else None
         started = time.monotonic()
-        run = self._drive(run, user, opts)
+        with live.also_to(self.live) if self.live is not None else nullcontext():
+            run = self._start(user, opts)
+            run = self._drive(run, user, opts)
         if opts["json"]:
             self.stdout.write(json.dumps(RunDetailSerializer(run).data, indent=2, default=str))
         else:
@@ -71,10 +80,16 @@ class Command(BaseCommand):
         if not run.ok:
             sys.exit(1)
 
+    def _streams(self, opts) -> bool:
+        """The model's words as they come: on a terminal, unless --json or --no-stream."""
+        return not (opts["json"] or opts["no_stream"]) and self.stdout.isatty()
+
     def _user(self, username: str):
         try:
             return get_user_model().objects.get(username=username)
         except get_user_model().DoesNotExist:
+            if username != "admin":  # named with --user: say only that it is missing
+                raise CommandError(f"No user '{username}'.", returncode=2) from None
             raise CommandError(
                 f"No user '{username}'. Run 'make run' (or '.venv/bin/python manage.py ensure_admin') first, "
                 "or pass --user.",
@@ -169,6 +184,8 @@ class Command(BaseCommand):
     def _print_new(self, run: Run, printed: int, quiet: bool) -> int:
         steps = list(Step.objects.filter(run=run, index__gte=printed).order_by("index"))
         if not quiet:
+            if self.live is not None:
+                self.live.erase()  # what was shown as it came is now in the steps below
             for step in steps:
                 self.stdout.write(format_step(step))
         return printed + len(steps)
@@ -204,3 +221,45 @@ def format_step(step: Step) -> str:
     else:
         lines.append(f"Error: {data.get('message')}")
     return "\n".join(lines)
+
+
+class Terminal:
+    """The CLI's live sink: the model's words as they are written and a line per running tool, erased once the
+    unit's steps are printed (they say the same, as stored)."""
+
+    def __init__(self, out) -> None:
+        self.out, self.shown, self.column = out, 0, 0  # lines written (and the current one's width) since the erase
+
+    def text(self, turn: int, text: str) -> None:
+        self._write(text)
+
+    def retry(self, turn: int) -> None:
+        self.erase()
+        self._write("(the model call is retried)\n")
+
+    def tool_started(self, call_id: str, tool: str, arguments: dict) -> None:
+        if self.column:
+            self._write("\n")
+        self._write(f"… {tool} is running\n")
+
+    def tool_finished(self, call_id: str, tool: str, is_error: bool, latency_ms: int) -> None:
+        return None
+
+    def _write(self, text: str) -> None:
+        width = max(shutil.get_terminal_size().columns, 1)
+        for line in text.split("\n")[:-1]:
+            self.shown += 1 + (self.column + len(line)) // width
+            self.column = 0
+        self.column += len(text.split("\n")[-1])
+        self.out.write(text, ending="")
+        self.out.flush()
+
+    def erase(self) -> None:
+        """Take back what was shown: up to its first line, and clear from there."""
+        if not (self.shown or self.column):
+            return
+        width = max(shutil.get_terminal_size().columns, 1)
+        up = self.shown + (self.column - 1) // width if self.column else self.shown
+        self.out.write(("\r" + (f"\x1b[{up}A" if up else "")) + "\x1b[J", ending="")
+        self.out.flush()
+        self.shown = self.column = 0

@@ -41,7 +41,7 @@ from agents.management.bench_support import (
     _warm_up,
 )
 
-SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "background", "memory", "prune")
+SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "background", "memory", "prune", "stream")
 
 
 class Command(BaseCommand):
@@ -78,6 +78,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--prune-runs", type=int, default=100_000, help="prune: old runs (3 steps each) to delete (default 100000)"
+        )
+        parser.add_argument("--stream-runs", type=int, default=200, help="stream: runs followed at once (default 200)")
+        parser.add_argument(
+            "--stream-seconds",
+            type=float,
+            default=8.0,
+            help="stream: seconds each streaming run writes (50 words/s) and each W3 window lasts (default 8)",
         )
 
     def handle(self, *args, **opts) -> None:
@@ -258,6 +265,13 @@ class Command(BaseCommand):
             Row(f"{name}, {count} runs done in", done_s, "s", work + ": from its start, start-up included"),
             *_usage_rows(f"{name}, {{}}", usage, count, window, who="the run_worker process", server="worker"),
         ]
+
+    def _bench_stream(self, *, stream_runs: int, stream_seconds: float, **_) -> list[Row]:
+        """Live runs: first chunk to first delta, many streams at once, and what streaming costs W3."""
+        from agents.management import bench_stream
+
+        with _bench_user() as token:
+            return bench_stream.measure(token, self._progress, runs=stream_runs, seconds=stream_seconds)
 
     def _warm_up(self, server: Gunicorn, token: str) -> None:
         """Warm every worker up before timing; say so when one stayed cold (its first run lands in the figures)."""

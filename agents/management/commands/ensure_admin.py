@@ -43,5 +43,6 @@ class Command(BaseCommand):
             self.stdout.write(f"Created the demo agent '{DEMO_AGENT['name']}'")
         token, _ = Token.objects.get_or_create(user=user)
         self.stdout.write(f"API token for '{user.username}': {token.key}")
-        port = os.environ.get("PORT", "8000")
-        self.stdout.write(f'  curl -H "Authorization: Token {token.key}" http://127.0.0.1:{port}/api/v1/runs')
+        base = f"http://127.0.0.1:{os.environ.get('PORT') or '8000'}"  # where `make run` serves: its PORT
+        self.stdout.write(f'  curl -H "Authorization: Token {token.key}" {base}/api/v1/runs')
+        self.stdout.write(f"Playground: {base}/  Console: {base}/admin/  API docs: {base}/api/v1/docs")

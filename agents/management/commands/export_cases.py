@@ -10,6 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.evals import export
 from agents.models import RunStatus, StopReason
 
+DEFAULT_USER = "admin"
+
 
 class Command(BaseCommand):
     help = (
@@ -24,16 +26,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--limit", type=int, default=export.DEFAULT_LIMIT, help="without --run: the newest N matching runs"
         )
-        parser.add_argument("--user", default="admin", help="who exports: only the runs they may see (default admin)")
+        parser.add_argument("--user", default=None, help="who exports: only the runs they may see (default admin)")
 
     def handle(self, *args, **opts) -> None:
         if not (opts["run"] or opts["status"] or opts["stop_reason"]):
             raise CommandError("Name runs with --run, or select them with --status / --stop-reason.", returncode=2)
         if opts["limit"] < 1:
             raise CommandError("--limit must be at least 1.", returncode=2)
-        user = get_user_model().objects.filter(username=opts["user"]).first()
-        if user is None:
-            raise CommandError(f"No user '{opts['user']}' (pass --user).", returncode=2)
+        user = self._user(opts["user"])
         try:
             runs = export.select_runs(
                 user=user,
@@ -57,6 +57,19 @@ class Command(BaseCommand):
             raise CommandError("No eval case: no selected run could be exported.")
         self.stdout.write(export.to_yaml(exported, user), ending="")
         self._progress(f"{len(exported.cases)} case(s) from {len(runs)} selected run(s).")
+
+    def _user(self, username: str | None):
+        """The exporting user: --user's, else admin (whom `make run` creates)."""
+        user = get_user_model().objects.filter(username=username or DEFAULT_USER).first()
+        if user is not None:
+            return user
+        if username is not None:
+            raise CommandError(f"No user '{username}'.", returncode=2)
+        raise CommandError(
+            f"No user '{DEFAULT_USER}' (the default --user): run 'make run' (or '.venv/bin/python manage.py "
+            "ensure_admin') first, or name a user with --user.",
+            returncode=2,
+        )
 
     def _progress(self, line: str) -> None:
         self.stderr.write(line, style_func=str)  # progress, not an error: not in the error colour

@@ -1,0 +1,168 @@
+"""A run's `input` as a list of parts (API.md v1.2, "Images on a run"): each part checked before anything is stored.
+
+Parts: `{"type": "text", "text"}`, `{"type": "image", "url"}` (https, to a public address: the webhooks' SSRF guard)
+and `{"type": "image", "data", "media_type"}` (base64 PNG, JPEG, GIF or WebP whose bytes are what `media_type` says).
+Bounds: AGENT_MAX_IMAGES images (0: no parts, `input` is a string only), AGENT_MAX_IMAGE_BYTES each once decoded,
+MAX_PARTS parts, and AGENT_MAX_INPUT_CHARS characters of text in all. A problem is named by its part, counted from 1
+("part 2: …"). A string input never comes here.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from django.conf import settings
+
+from agents.engine import parts
+from agents.notifications import webhooks
+
+MAX_PARTS = 64
+MAX_URL_CHARS = 2048
+# The media types an image may have, and how its first bytes start (WebP: "RIFF", 4 bytes of size, then "WEBP").
+MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+FIELDS = {"text": {"type", "text"}, "url": {"type", "url"}, "data": {"type", "data", "media_type"}}
+
+
+def sniffed(data: bytes) -> str | None:
+    """The media type an image's bytes have (by their magic numbers), or None when it is none of MEDIA_TYPES."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def problems(value: list) -> list[str]:
+    """What is wrong with a list input: each bad part's first problem, then the bounds of the whole; [] when fine."""
+    if not value:
+        return ['Give at least one part: a string, or a list of parts such as {"type": "text", "text": "…"}.']
+    if len(value) > MAX_PARTS:
+        return [f"At most {MAX_PARTS} parts per input ({len(value)} given)."]
+    found = [f"part {n}: {p}" for n, p in ((n, part_problem(part)) for n, part in enumerate(value, 1)) if p]
+    if found:
+        return found
+    found += whole_problems(value)
+    if found:
+        return found
+    return url_problems(value)  # last: only a well-formed input resolves its hosts
+
+
+def whole_problems(value: list[dict[str, Any]]) -> list[str]:
+    """The bounds of a well-formed list: images, text and at least something to say."""
+    images = sum(1 for p in value if p["type"] == "image")
+    limit = settings.AGENT_MAX_IMAGES
+    found = []
+    if images > limit:
+        found.append(f"At most {limit} images per input ({images} given).")
+    chars = sum(len(p["text"]) for p in value if p["type"] == "text")
+    if chars > settings.AGENT_MAX_INPUT_CHARS:
+        found.append(f"The text parts have {chars} characters; at most {settings.AGENT_MAX_INPUT_CHARS} in all.")
+    return found
+
+
+def url_problems(value: list[dict[str, Any]]) -> list[str]:
+    """Each image URL whose host does not resolve to public addresses only (the webhooks' guard), by part."""
+    found = []
+    for n, part in enumerate(value, 1):
+        if part["type"] == "image" and "url" in part:
+            problem = webhooks.destination_problem(part["url"], what="image URLs")
+            if problem is not None:
+                found.append(f"part {n}: {problem}")
+    return found
+
+
+def part_problem(part: Any) -> str | None:
+    """What is wrong with one part on its own (its shape, its text, its image's bytes), or None."""
+    if not isinstance(part, dict):
+        return f'Expected an object such as {{"type": "text", "text": "…"}}, got {json_type(part)}.'
+    kind = part.get("type")
+    if kind not in ("text", "image"):
+        shown = f"'{kind}'" if isinstance(kind, str) else json_type(kind) if "type" in part else "none"
+        return f'unknown type {shown}: a part is "text" or "image".'
+    shape = "text" if kind == "text" else "url" if "url" in part and "data" not in part else "data"
+    if kind == "image" and "url" in part and "data" in part:
+        return "an image has a url or data, not both."
+    unknown = sorted(set(part) - FIELDS[shape])
+    if unknown:
+        has = "a text part has text" if kind == "text" else "an image part has url, or data and media_type"
+        return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: {has}."
+    if shape == "text":
+        return _text_problem(part)
+    return _url_problem(part.get("url")) if shape == "url" else _data_problem(part)
+
+
+def _text_problem(part: dict[str, Any]) -> str | None:
+    if "text" not in part:
+        return "text is missing."
+    text = part["text"]
+    if not isinstance(text, str):
+        return f"text must be a string, got {json_type(text)}."
+    if not text.strip():
+        return "text may not be blank."
+    return "text may not hold a NUL character." if "\x00" in text else None
+
+
+def _url_problem(url: Any) -> str | None:
+    """The URL's own form (where it resolves to is checked last, for the whole input: url_problems)."""
+    if not isinstance(url, str):
+        return f"url must be a string, got {json_type(url)}."
+    if len(url) > MAX_URL_CHARS or "\x00" in url or any(c.isspace() for c in url):
+        return f"url must be a URL of at most {MAX_URL_CHARS} characters, without spaces or NUL."
+    if not url.lower().startswith("https://"):
+        return "an image url must be https:// (send other images as base64 data with media_type)."
+    return None
+
+
+def _data_problem(part: dict[str, Any]) -> str | None:
+    """The base64 data: present, within the size bound, decodable, and of the media type it claims."""
+    data, media_type = part.get("data"), part.get("media_type")
+    if "data" not in part:
+        return "an image needs a url, or data with media_type."
+    if media_type not in MEDIA_TYPES:
+        if media_type is None:
+            return f"data needs a media_type: one of {', '.join(MEDIA_TYPES)}."
+        shown = repr(media_type) if isinstance(media_type, str) else json_type(media_type)
+        return f"media_type {shown} is not supported: it must be one of {', '.join(MEDIA_TYPES)}."
+    if not isinstance(data, str) or not data:
+        return f"data must be a base64 string, got {json_type(data) if data != '' else 'an empty string'}."
+    limit = settings.AGENT_MAX_IMAGE_BYTES
+    if len(data) > -(-limit // 3) * 4:  # longer than `limit` bytes in base64: too large, before decoding it
+        return f"the image is {_size(parts.decoded_size(data))} once decoded; at most {_size(limit)}."
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        hint = (
+            " (send the base64 text alone, without a data: URL prefix)"
+            if data.startswith("data:")
+            else " (without spaces or line breaks)"
+            if any(c.isspace() for c in data)
+            else ""
+        )
+        return f"data is not valid base64{hint}."
+    if len(raw) > limit:
+        return f"the image is {_size(len(raw))} once decoded; at most {_size(limit)}."
+    actual = sniffed(raw)
+    if actual != media_type:
+        seen = f"they are {actual}" if actual else "they are not a PNG, JPEG, GIF or WebP image"
+        return f"media_type says {media_type}, but the bytes do not match: {seen}."
+    return None
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"
+
+
+_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
+
+
+def json_type(value: object) -> str:
+    """How a parsed JSON value reads in an error message ("a number", "an object", ...)."""
+    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "null")

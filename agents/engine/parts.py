@@ -1,0 +1,51 @@
+"""A message's content as the engine passes it on: a string, or a list of neutral parts (a run's input with images).
+
+Parts are the API's own (API.md v1.2, "Images on a run"): `{"type": "text", "text"}`, `{"type": "image", "url"}`
+and `{"type": "image", "data", "media_type"}` (base64). They are checked before a run is stored; each provider
+converts them to its own format. Most content is a string, and these helpers leave a string as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Content = str | list[dict[str, Any]]
+JOIN = "\n\n"  # between text parts, in the text of a list (a run's `input` column, what a text-only reader sees)
+
+
+def text_of(content: Any) -> str:
+    """The text of a content: the string itself, or a list's text parts joined (images leave no text)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return JOIN.join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
+
+
+def images(content: Any) -> list[dict[str, Any]]:
+    """The image parts of a content, in order (none for a string)."""
+    if not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "image"]
+
+
+def as_content(given: list[dict[str, Any]] | None, text: str) -> Content:
+    """What a model is sent for an input: its parts when they hold an image, else text (parts without an image
+    joined: every API takes a string, not every one a list of text parts)."""
+    if given is None:
+        return text
+    return given if images(given) else text_of(given)
+
+
+def appended(content: Content, text: str) -> Content:
+    """The content with `text` added at its end: to a string as it is, to a list as a last text part."""
+    if not text:
+        return content
+    if isinstance(content, str):
+        return content + text
+    return [*content, {"type": "text", "text": text.lstrip("\n")}]
+
+
+def decoded_size(data: str) -> int:
+    """Bytes a (valid, unpadded or padded) base64 string decodes to, without decoding it."""
+    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
