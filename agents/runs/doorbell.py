@@ -122,7 +122,7 @@ def _announce(listener: _Listener, run_id: str) -> None:
         return
     livebus.announce(outbox, run_id)
     deadline = time.monotonic() + READY_S
-    while not listener.follows(run_id) and time.monotonic() < deadline:
+    while not listener.heard(run_id) and time.monotonic() < deadline:
         time.sleep(0.002)
 
 
@@ -209,9 +209,17 @@ class _Listener:
         elif event == livebus.HELLO_EVENT:
             self._renew_at = 0.0  # at the next tick
 
+    def heard(self, run_id: str) -> bool:
+        """Whether an announcement that a stream follows this run came over the bus (and holds)."""
+        until = self.followed.get(run_id)
+        return until is not None and until >= time.monotonic()
+
     def follows(self, run_id: str) -> bool:
-        """Whether a stream of any process follows this run (as its announcements, renewed every few seconds,
-        say)."""
+        """Whether a stream of any process follows this run: one of ours (known at once, whatever the bus's delay),
+        or another process's (as its announcements, renewed every few seconds, say)."""
+        with self._lock:
+            if any(watch.inbox is not None for watch in self._waiters.get(run_id, ())):
+                return True
         until = self.followed.get(run_id)
         if until is None:
             return False

@@ -120,6 +120,7 @@ def test_the_reply_arrives_as_it_is_written_and_tool_calls_as_they_run(two_turns
     assert all(frames.index(steps[1]) < frames.index(f) < last_step for f in deltas[2])
     assert all(f["id"] is None for f in frames if f["event"] != "step")
     assert deltas[2][-1]["at"] - deltas[2][0]["at"] > 0.2  # as written (pieces 80 ms apart), not all at the end
+    assert "tool.started" in events and "tool.finished" in events, events
     started = frames[events.index("tool.started")]["data"]
     finished = frames[events.index("tool.finished")]["data"]
     assert started == {"call_id": "c1", "tool": "recall", "arguments": {"query": "numbers"}}

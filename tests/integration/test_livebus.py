@@ -155,6 +155,20 @@ def test_a_published_event_reaches_the_streams_following_that_run_only():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_stream_of_this_process_counts_as_following_even_if_its_announcement_is_late(monkeypatch):
+    """The process that serves a stream knows at once that its run is followed: a bus slow to carry the `follow`
+    announcement back (a loaded host) does not turn a run's tool events off mid-run. Other processes learn it from
+    the announcement, and stop counting it once the stream ends."""
+    monkeypatch.setattr(livebus, "announce", lambda outbox, run_id: None)  # the announcement never arrives
+    monkeypatch.setattr(doorbell, "READY_S", 0.05)
+    assert not doorbell.follows("run-late")
+    with doorbell.following("run-late"):
+        assert doorbell.follows("run-late")
+        assert not doorbell.follows("run-other")
+    assert not doorbell.follows("run-late")
+
+
+@pytest.mark.django_db(transaction=True)
 def test_live_off_sends_nothing_and_streams_get_nothing(settings):
     settings.AGENT_LIVE = False
     assert livebus.transport() == "off" and livebus.outbox() is None
