@@ -1,4 +1,5 @@
-"""Long-term memory: facts that belong to one user. Full-text search lives beside the table (see migrations)."""
+"""Long-term memory: facts that belong to one user. Full-text search and the vector index live beside the table (see
+migrations and memory/vectors.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ class Fact(models.Model):
     # The remember call that stored it ("<run id>:<step>"): a resumed run repeating that call gets the same answer.
     # Nullable with no default, so SQLite adds the column in place (a table rebuild would drop the FTS5 triggers).
     call_key = models.CharField(max_length=100, null=True, blank=True)
+    # The fact's vector (memory/embeddings.py: float32, little-endian), the record the vector index is built from
+    # (memory/vectors.py). Null until embedded (MEMORY_VECTORS off, or no index yet: `manage.py embed_facts`).
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

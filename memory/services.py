@@ -6,8 +6,10 @@ import hashlib
 import re
 import unicodedata
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from memory import embeddings, vectors
 from memory.models import MAX_FACT_CHARS, Fact
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -50,22 +52,65 @@ def clean_text(text: str) -> str:
     return cleaned
 
 
+def vectors_on() -> bool:
+    """Whether facts get vectors here: MEMORY_VECTORS on and a vector index on this database."""
+    return settings.MEMORY_VECTORS and vectors.available()
+
+
 def remember(user, text: str, run=None, call_key: str | None = None) -> tuple[Fact, bool]:
     """Store a fact for this user; the same normalised text twice keeps one fact. Returns (fact, created).
 
-    A repeat of the call that stored it (same `call_key`, as on a resumed run) counts as that same creation.
+    A repeat of the call that stored it (same `call_key`, as on a resumed run) counts as that same creation. The
+    fact's vector is computed before the transaction and stored in it, with the fact.
     """
     cleaned = clean_text(text)
     digest = _digest(cleaned)
     existing = Fact.objects.filter(owner=user, digest=digest).first()
     if existing is not None:
         return existing, bool(call_key) and existing.call_key == call_key
+    index = vectors.kind() if settings.MEMORY_VECTORS else "none"
+    vector = embeddings.embed_one(cleaned) if index != "none" else None
     try:
         with transaction.atomic():
-            fact = Fact.objects.create(owner=user, text=cleaned, digest=digest, run=run, call_key=call_key)
+            fact = Fact.objects.create(
+                owner=user,
+                text=cleaned,
+                digest=digest,
+                run=run,
+                call_key=call_key,
+                embedding=embeddings.to_bytes(vector) if vector is not None else None,
+            )
+            if vector is not None:
+                vectors.store(fact.pk, user.pk, vector, index=index)
             return fact, True
     except IntegrityError:  # a concurrent writer stored the same fact first
         return Fact.objects.get(owner=user, digest=digest), False
+
+
+class Conflict(MemoryError_):
+    """The edit would make the fact the same as another of the owner's facts."""
+
+
+def edit(user, fact_id: int, text: str) -> Fact:
+    """Change the text of one of the user's facts (its vector follows); Fact.DoesNotExist for another user's."""
+    cleaned = clean_text(text)
+    digest = _digest(cleaned)
+    index = vectors.kind() if settings.MEMORY_VECTORS else "none"
+    vector = embeddings.embed_one(cleaned) if index != "none" else None
+    with transaction.atomic():
+        fact = Fact.objects.select_for_update().get(owner=user, pk=fact_id)
+        if Fact.objects.filter(owner=user, digest=digest).exclude(pk=fact.pk).exists():
+            raise Conflict("You already have a fact with this text.")
+        fact.text, fact.digest = cleaned, digest
+        fact.embedding = embeddings.to_bytes(vector) if vector is not None else None
+        try:
+            with transaction.atomic():
+                fact.save(update_fields=["text", "digest", "embedding"])
+        except IntegrityError:  # a concurrent writer stored the same text first
+            raise Conflict("You already have a fact with this text.") from None
+        if vector is not None:
+            vectors.store(fact.pk, user.pk, vector, index=index)
+    return fact
 
 
 def query_terms(query: str) -> list[str]:
@@ -74,27 +119,155 @@ def query_terms(query: str) -> list[str]:
     return [w for w in dict.fromkeys(words) if w not in STOP_WORDS][:MAX_QUERY_TERMS]
 
 
-def recall(user, query: str, limit: int = 5, offset: int = 0) -> list[Fact]:
-    """The user's facts most relevant to `query`: any word matches, more matching words rank higher, ties newest first.
+TEXT, SEMANTIC, HYBRID = "text", "semantic", "hybrid"
+MODES = (TEXT, SEMANTIC, HYBRID)
+MAX_RANKED = 100  # semantic and hybrid rank at most this many of a user's facts (the nearest, and the best matches)
 
-    An empty or stop-word-only query returns the most recent facts.
+
+class ModeUnavailable(MemoryError_):
+    """Semantic recall asked for where this database has no vector index."""
+
+
+def default_mode() -> str:
+    return HYBRID if vectors_on() else TEXT
+
+
+def check_mode(mode: str | None) -> str:
+    """The mode to use: `mode`, or the default; ModeUnavailable when it needs vectors this server does not have."""
+    if mode is None:
+        return default_mode()
+    if mode not in MODES:
+        raise MemoryError_(f"mode must be one of {', '.join(MODES)}.")
+    if mode != TEXT and not vectors_on():
+        reason = vectors.why_not() if settings.MEMORY_VECTORS else "MEMORY_VECTORS is off"
+        raise ModeUnavailable(f"Recall by meaning is not available on this server: {reason}.")
+    return mode
+
+
+class Ranked:
+    """One query's ranking of one user's facts, read in pages (the memory API counts, then reads a page: the
+    ranking of semantic and hybrid recall is computed once for both)."""
+
+    def __init__(self, user, query: str, mode: str | None = None) -> None:
+        self.user, self.query, self.mode = user, query or "", check_mode(mode)
+        self.terms = query_terms(self.query)
+        self.by_meaning = self.mode != TEXT and bool(self.query.strip())
+        self._fused: tuple[list[int], object, dict[int, float]] | None = None
+
+    def fused(self):
+        if self._fused is None:
+            self._fused = _fused(self.user.pk, self.query, self.terms, self.mode)
+        return self._fused
+
+    def count(self) -> int:
+        if self.by_meaning:
+            return len(self.fused()[0])
+        if not self.terms:
+            return Fact.objects.filter(owner=self.user).count()
+        sql, params = _match_sql(self.user.pk, self.terms, select="COUNT(*)", order=False)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()[0]
+
+    def page(self, limit: int, offset: int = 0) -> list[Fact]:
+        if not self.by_meaning:
+            if not self.terms:
+                facts = list(
+                    Fact.objects.filter(owner=self.user).order_by("-created_at", "-id")[offset : offset + limit]
+                )
+                return _annotated(facts, self.terms, None)
+            ids = _ranked_ids(self.user.pk, self.terms, limit, offset)
+            found = Fact.objects.in_bulk(ids)
+            return _annotated([found[i] for i in ids if i in found], self.terms, None)
+        ranked, vector, similarity = self.fused()
+        ids = ranked[offset : offset + limit]
+        found = Fact.objects.filter(owner=self.user).in_bulk(ids)
+        known = {**vectors.similarities([i for i in ids if i not in similarity], vector), **similarity}
+        return _annotated([found[i] for i in ids if i in found], self.terms, known)
+
+
+def recall(user, query: str, limit: int = 5, offset: int = 0, mode: str | None = None) -> list[Fact]:
+    """The user's facts most relevant to `query`, best first; each carries `similarity` (cosine to the query, or None)
+    and `words` (the query words it contains).
+
+    text: any word matches, more matching words rank higher, ties newest first. semantic: the nearest by meaning (at
+    least MEMORY_MIN_SIMILARITY), at most MAX_RANKED. hybrid (the default once vectors exist): both rankings fused by
+    reciprocal rank. A blank query returns the most recent facts; so does a stop-word-only one in text mode.
     """
-    terms = query_terms(query)
-    if not terms:
-        return list(Fact.objects.filter(owner=user).order_by("-created_at", "-id")[offset : offset + limit])
-    ids = _ranked_ids(user.pk, terms, limit, offset)
-    facts = Fact.objects.in_bulk(ids)
-    return [facts[i] for i in ids if i in facts]
+    return Ranked(user, query, mode).page(limit, offset)
 
 
-def count_matches(user, query: str) -> int:
-    terms = query_terms(query)
+def count_matches(user, query: str, mode: str | None = None) -> int:
+    return Ranked(user, query, mode).count()
+
+
+def neighbours(fact: Fact, limit: int = 5) -> list[tuple[Fact, float]] | None:
+    """The owner's other facts nearest in meaning to this one, with their similarity; None without a vector index."""
+    if not vectors_on():
+        return None
+    if fact.embedding is None:
+        return []
+    vector = embeddings.from_bytes(fact.embedding)
+    if vector.shape[0] != embeddings.DIM:
+        return []
+    near = [(i, sim) for i, sim in vectors.nearest(fact.owner_id, vector, limit + 1) if i != fact.pk][:limit]
+    found = Fact.objects.filter(owner_id=fact.owner_id).in_bulk([i for i, _ in near])
+    return [(found[i], sim) for i, sim in near if i in found]
+
+
+def _fused(owner_id: int, query: str, terms: list[str], mode: str):
+    """(fact ids best first, the query's vector, similarities known) for semantic or hybrid recall.
+
+    Hybrid scores each candidate (the nearest by meaning, and the best by words) as its cosine similarity plus
+    MEMORY_TEXT_WEIGHT times the share of the query's words it contains. Reciprocal rank fusion lost to meaning alone
+    on our labelled set (docs/memory.md): full-text matches any one word, and for a query that shares no word with
+    its fact it lists facts that share an incidental one, which RRF then ranks above the nearest fact by meaning.
+    """
+    vector = embeddings.embed_one(" ".join(query.split()))
+    floor = settings.MEMORY_MIN_SIMILARITY
+    near = vectors.nearest(owner_id, vector, MAX_RANKED)
+    if mode == SEMANTIC:
+        kept = [(i, sim) for i, sim in near if sim >= floor]
+        return [i for i, _ in kept], vector, dict(kept)
+    similarity = dict(near)
+    by_words = _ranked_ids(owner_id, terms, MAX_RANKED, 0) if terms else []
+    similarity.update(vectors.similarities([i for i in by_words if i not in similarity], vector))
+    share = _word_shares(by_words, terms)
+    weight = settings.MEMORY_TEXT_WEIGHT
+    scores = {
+        i: similarity.get(i, 0.0) + weight * share.get(i, 0.0)
+        for i in {*similarity, *by_words}
+        if i in share or similarity.get(i, -1.0) >= floor
+    }
+    order = sorted(scores, key=lambda i: (-scores[i], -i))
+    return order[:MAX_RANKED], vector, similarity
+
+
+def _word_shares(fact_ids: list[int], terms: list[str]) -> dict[int, float]:
+    """How much of the query's wording each fact holds: the query's words it contains, each counting 1 / the number
+    of these facts that contain it (a word many facts share says little about which one is meant), over the number
+    of query words."""
+    if not fact_ids or not terms:
+        return {}
+    texts = dict(Fact.objects.filter(pk__in=fact_ids).values_list("id", "text"))
+    found = {i: matched_words(texts[i], terms) for i in fact_ids if i in texts}
+    holders = {t: sum(1 for words in found.values() if t in words) for t in terms}
+    return {i: sum(1 / holders[t] for t in words) / len(terms) for i, words in found.items()}
+
+
+def _annotated(facts: list[Fact], terms: list[str], similarity: dict[int, float] | None) -> list[Fact]:
+    for fact in facts:
+        fact.similarity = None if similarity is None else similarity.get(fact.pk)
+        fact.words = matched_words(fact.text, terms)
+    return facts
+
+
+def matched_words(text: str, terms: list[str]) -> list[str]:
+    """The query terms this text contains (as words, or as a word's start: "colour" in "colours")."""
     if not terms:
-        return Fact.objects.filter(owner=user).count()
-    sql, params = _match_sql(user.pk, terms, select="COUNT(*)", order=False)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone()[0]
+        return []
+    words = [w.casefold() for w in _WORD.findall(unicodedata.normalize("NFKC", text))]
+    return [t for t in terms if any(w == t or (len(t) > 3 and w.startswith(t[:-1])) for w in words)]
 
 
 def _ranked_ids(owner_id: int, terms: list[str], limit: int, offset: int) -> list[int]:

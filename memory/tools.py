@@ -35,11 +35,21 @@ def remember(arguments: dict[str, Any], context: ToolContext) -> str:
 
 
 def recall(arguments: dict[str, Any], context: ToolContext) -> str:
-    """The owner's facts most relevant to the query."""
+    """The owner's facts most relevant to the query, each with how it matched: the query words it contains and its
+    similarity of meaning (cosine, 1 the same meaning, 0 unrelated). The engine delimits it as untrusted output."""
     facts = services.recall(_owner(context), arguments["query"], int(arguments.get("limit", 5)))
     if not facts:
         return "No matching facts remembered."
-    return "\n".join(f"- {fact.text}" for fact in facts)
+    return "\n".join(f"- {fact.text}{_how(fact)}" for fact in facts)
+
+
+def _how(fact) -> str:
+    parts = []
+    if fact.words:
+        parts.append("words: " + ", ".join(fact.words))
+    if fact.similarity is not None:
+        parts.append(f"meaning: {fact.similarity:.2f}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 registry.register(
@@ -59,7 +69,7 @@ registry.register(
 registry.register(
     Tool(
         name="recall",
-        description="Look up facts remembered about the user, most relevant first.",
+        description="Look up facts remembered about the user by meaning and words, most relevant first.",
         parameters={
             "type": "object",
             "properties": {

@@ -264,7 +264,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Limits, tool arguments, the event stream and error statuses drf-spectacular cannot introspect.
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "agents.api.schema.postprocess"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agents.api.schema.postprocess",
+        "memory.api.views.schema_postprocess",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "WebhookEventEnum": "agents.models.WebhookEvent",
         # A run's input parts (agents/api/schema.py PART_SCHEMAS): their `type` fields hold different choices.
@@ -410,3 +414,11 @@ AGENT_MCP_SERVERS = _json_or_text(env.str("AGENT_MCP_SERVERS", default=""))
 AGENT_MCP_TIMEOUT_S = env.float("AGENT_MCP_TIMEOUT_S", default=30.0)  # one call of an MCP tool
 AGENT_MCP_CONNECT_TIMEOUT_S = env.float("AGENT_MCP_CONNECT_TIMEOUT_S", default=10.0)  # a connection and its listing
 AGENT_MCP_REFRESH_S = env.float("AGENT_MCP_REFRESH_S", default=300.0)  # between two listings of a server's tools
+
+# Memory recall by meaning (memory/embeddings.py, memory/vectors.py, docs/memory.md). MEMORY_VECTORS off: facts get
+# no vectors and recall is full-text only. MEMORY_MIN_SIMILARITY: semantic and hybrid recall leave out facts whose
+# cosine similarity to the query is below it. MEMORY_TEXT_WEIGHT: the full-text ranking's weight in hybrid recall's
+# reciprocal rank fusion (the vector ranking's is 1).
+MEMORY_VECTORS = env.bool("MEMORY_VECTORS", default=True)
+MEMORY_MIN_SIMILARITY = env.float("MEMORY_MIN_SIMILARITY", default=0.05)
+MEMORY_TEXT_WEIGHT = env.float("MEMORY_TEXT_WEIGHT", default=0.1)

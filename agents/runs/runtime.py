@@ -12,15 +12,19 @@ from agents.engine import Toolset, wrapping
 from agents.models import Run
 from agents.providers import Provider, get_provider
 from agents.tools import Tool, ToolContext, ToolRegistry, load_builtin_tools, mcp
+from memory import embeddings
 from memory import tools as memory_tools  # noqa: F401  (registers remember and recall)
 
 
 def warm() -> None:
     """Build before serving what a process would otherwise build during its first runs, while every run then in flight
     in that (gevent) process waits, about a second in all: the SDKs of the providers that can be used, and the
-    engine's look-alike table for tool output (~0.25 s). gunicorn's post_worker_init and run_worker call it."""
+    engine's look-alike table for tool output (~0.25 s), and memory's embedding model (~0.7 s, with MEMORY_VECTORS).
+    gunicorn's post_worker_init and run_worker call it."""
     wrapping.warm()
     providers.warm()
+    if settings.MEMORY_VECTORS:
+        embeddings.warm_up(background=False)
 
 
 def clock() -> float:

@@ -139,7 +139,21 @@ def test_memory_recall(api, alice, django_assert_num_queries):
     for i in range(30):
         memory.remember(alice, f"the user likes colour {i}")
     with django_assert_num_queries(AUTH + 3):  # count, ranked ids, their rows
-        response = api.get("/api/v1/memory/facts", {"q": "colour"})
+        response = api.get("/api/v1/memory/facts", {"q": "colour", "mode": "text"})
+    assert response.json()["count"] == 30
+
+
+def test_memory_recall_by_meaning_and_words(api, alice, django_assert_num_queries):
+    from memory import vectors
+
+    if not vectors.available():
+        pytest.skip("this database has no vector index (PostgreSQL without pgvector)")
+    for i in range(30):
+        memory.remember(alice, f"the user likes colour {i}")
+    api.get("/api/v1/memory/facts", {"q": "colour"})  # the connection learns its vector index once
+    # ranked once for the count and the page: the vector shortlist, its vectors, the ids by words; then the page's rows
+    with django_assert_num_queries(AUTH + 4):
+        response = api.get("/api/v1/memory/facts", {"q": "colour", "mode": "hybrid"})
     assert response.json()["count"] == 30
 
 

@@ -108,7 +108,7 @@ def test_list_limit_defaults_to_50_and_is_capped_at_200(api, alice):
     capped = api.get(FACTS, {"limit": 1000}).json()
     assert capped["count"] == 205
     assert len(capped["results"]) == 200
-    ranked = api.get(FACTS, {"q": "fact", "limit": 1000}).json()
+    ranked = api.get(FACTS, {"q": "fact", "limit": 1000, "mode": "text"}).json()
     assert ranked["count"] == 205
     assert len(ranked["results"]) == 200
 
@@ -119,7 +119,7 @@ def test_list_q_ranks_by_relevance(api, alice, bob):
     store(alice, "green jasmine tea", minutes_ago=40)
     store(alice, "coffee", minutes_ago=0)
     store(bob, "green jasmine tea and more tea", minutes_ago=0)
-    response = api.get(FACTS, {"q": "jasmine green teas"})
+    response = api.get(FACTS, {"q": "jasmine green teas", "mode": "text"})
     assert results(response) == [
         "green jasmine tea",
         "green tea every morning",
@@ -132,7 +132,7 @@ def test_list_q_pages(api, alice):
     for i in range(7):
         store(alice, f"tea note {i}", minutes_ago=10 - i)
     store(alice, "unrelated", minutes_ago=0)
-    page = api.get(FACTS, {"q": "tea", "limit": 3, "offset": 3}).json()
+    page = api.get(FACTS, {"q": "tea", "limit": 3, "offset": 3, "mode": "text"}).json()
     assert page["count"] == 7
     assert [r["text"] for r in page["results"]] == ["tea note 3", "tea note 2", "tea note 1"]
     assert page["next"] is not None and page["previous"] is not None
@@ -141,17 +141,26 @@ def test_list_q_pages(api, alice):
 
 def test_list_q_without_matches_is_empty(api, alice):
     store(alice, "tea")
-    body = api.get(FACTS, {"q": "volcano"}).json()
+    body = api.get(FACTS, {"q": "volcano", "mode": "text"}).json()
     assert (body["count"], body["results"], body["next"]) == (0, [], None)
 
 
-@pytest.mark.parametrize("q", ["", "   ", "the of and"])
-def test_list_q_without_search_terms_is_newest_first(api, alice, q):
+def test_list_q_without_search_terms_is_newest_first_in_text_mode(api, alice):
     store(alice, "older", minutes_ago=5)
     store(alice, "newer", minutes_ago=1)
-    body = api.get(FACTS, {"q": q}).json()
+    body = api.get(FACTS, {"q": "the of and", "mode": "text"}).json()
     assert body["count"] == 2
     assert [r["text"] for r in body["results"]] == ["newer", "older"]
+
+
+@pytest.mark.parametrize("q", ["", "   "])
+def test_a_blank_q_is_400_and_naming_no_q_lists_newest_first(api, alice, q):
+    store(alice, "older", minutes_ago=5)
+    store(alice, "newer", minutes_ago=1)
+    response = api.get(FACTS, {"q": q})
+    assert response.status_code == 400
+    assert "q needs some text" in response.json()["q"][0]
+    assert [r["text"] for r in api.get(FACTS).json()["results"]] == ["newer", "older"]
 
 
 def test_list_q_too_long_is_400(api):
@@ -183,11 +192,10 @@ def test_delete_unknown_or_malformed_id_is_404(api):
     assert api.delete(fact_url("abc")).status_code == 404
 
 
-def test_no_retrieve_or_update_of_a_single_fact(api, alice):
+def test_no_retrieve_or_put_of_a_single_fact(api, alice):
     fact = store(alice, "unchangeable")
     assert api.get(fact_url(fact.pk)).status_code == 405
     assert api.put(fact_url(fact.pk), {"text": "changed"}, format="json").status_code == 405
-    assert api.patch(fact_url(fact.pk), {"text": "changed"}, format="json").status_code == 405
     assert Fact.objects.get(pk=fact.pk).text == "unchangeable"
 
 

@@ -1,4 +1,5 @@
-"""memory.services.recall / count_matches: ranking that means the same on SQLite (FTS5) and PostgreSQL (tsvector).
+"""memory.services.recall / count_matches in text mode: ranking that means the same on SQLite (FTS5) and PostgreSQL
+(tsvector). Recall by meaning and hybrid recall: tests/memory/test_semantic.py.
 
 The contract: any query term matches (OR); a fact matching more distinct query terms ranks higher; facts matching
 as many terms rank newest first (length and repetition do not matter); words are stemmed; a query without
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 
 def recall_texts(user, query: str, limit: int = 50, offset: int = 0) -> list[str]:
-    return texts(services.recall(user, query, limit=limit, offset=offset))
+    return texts(services.recall(user, query, limit=limit, offset=offset, mode="text"))
 
 
 def test_the_backend_under_test_is_the_one_configured():
@@ -118,17 +119,17 @@ def test_a_query_without_search_terms_gives_the_most_recent_facts(alice, bob, qu
     assert recall_texts(alice, query) == ["newest", "middle", "oldest"]
     assert recall_texts(alice, query, limit=2) == ["newest", "middle"]
     assert recall_texts(alice, query, limit=2, offset=2) == ["oldest"]
-    assert services.count_matches(alice, query) == 3
+    assert services.count_matches(alice, query, mode="text") == 3
 
 
 def test_the_limit_and_offset_are_honoured(alice):
     for i in range(12):
         store(alice, f"note {i} about tea", minutes_ago=100 - i)
-    assert len(services.recall(alice, "tea")) == 5  # the default
+    assert len(services.recall(alice, "tea", mode="text")) == 5  # the default
     assert recall_texts(alice, "tea", limit=3) == ["note 11 about tea", "note 10 about tea", "note 9 about tea"]
     assert recall_texts(alice, "tea", limit=3, offset=3) == ["note 8 about tea", "note 7 about tea", "note 6 about tea"]
-    assert len(services.recall(alice, "tea", limit=50)) == 12
-    assert services.recall(alice, "tea", limit=5, offset=12) == []
+    assert len(services.recall(alice, "tea", limit=50, mode="text")) == 12
+    assert services.recall(alice, "tea", limit=5, offset=12, mode="text") == []
 
 
 def test_other_users_facts_are_never_returned(alice, bob):
@@ -138,16 +139,16 @@ def test_other_users_facts_are_never_returned(alice, bob):
     assert recall_texts(alice, "favourite colour teal orange") == ["alice's favourite colour is teal"]
     assert recall_texts(alice, "") == ["alice's favourite colour is teal"]
     assert recall_texts(bob, "teal") == ["bob likes colour and favourite and teal"]
-    assert services.count_matches(alice, "orange") == 0
-    assert services.count_matches(bob, "teal") == 1
+    assert services.count_matches(alice, "orange", mode="text") == 0
+    assert services.count_matches(bob, "teal", mode="text") == 1
 
 
 def test_a_user_without_facts_gets_nothing(alice, bob):
     store(alice, "something about tea")
-    assert services.recall(bob, "tea") == []
-    assert services.recall(bob, "") == []
-    assert services.count_matches(bob, "tea") == 0
-    assert services.count_matches(bob, "") == 0
+    assert services.recall(bob, "tea", mode="text") == []
+    assert services.recall(bob, "", mode="text") == []
+    assert services.count_matches(bob, "tea", mode="text") == 0
+    assert services.count_matches(bob, "", mode="text") == 0
 
 
 @pytest.mark.parametrize("query", ["tea", "green tea", "green jasmine", "coffee", "nothing here", "", "the"])
@@ -155,7 +156,9 @@ def test_count_matches_agrees_with_the_full_recall(alice, bob, query):
     for text in ["green tea", "jasmine tea", "black coffee", "green apples", "tea and coffee", "sunny day"]:
         store(alice, text)
     store(bob, "bob's green tea and coffee")
-    assert services.count_matches(alice, query) == len(services.recall(alice, query, limit=1000))
+    assert services.count_matches(alice, query, mode="text") == len(
+        services.recall(alice, query, limit=1000, mode="text")
+    )
 
 
 def test_the_index_follows_an_updated_text(alice):
@@ -163,7 +166,7 @@ def test_the_index_follows_an_updated_text(alice):
     fact.text = "my bicycle is yellow"
     fact.save()
     assert recall_texts(alice, "car blue") == []
-    assert services.count_matches(alice, "car blue") == 0
+    assert services.count_matches(alice, "car blue", mode="text") == 0
     assert recall_texts(alice, "bicycle") == ["my bicycle is yellow"]
     Fact.objects.filter(pk=fact.pk).update(text="my boat is green")
     assert recall_texts(alice, "bicycle yellow") == []
@@ -175,10 +178,10 @@ def test_a_deleted_fact_is_not_returned(alice):
     kept = store(alice, "my new phone number is 555 0199", minutes_ago=1)
     gone.delete()
     assert recall_texts(alice, "phone number") == [kept.text]
-    assert services.count_matches(alice, "phone") == 1
+    assert services.count_matches(alice, "phone", mode="text") == 1
     Fact.objects.filter(pk=kept.pk).delete()
     assert recall_texts(alice, "phone number") == []
-    assert services.count_matches(alice, "phone") == 0
+    assert services.count_matches(alice, "phone", mode="text") == 0
     store(alice, "my new phone number is 555 0199")  # same text again after delete: stored afresh and found
     assert recall_texts(alice, "phone") == ["my new phone number is 555 0199"]
 

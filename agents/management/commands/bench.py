@@ -41,7 +41,19 @@ from agents.management.bench_support import (
     _warm_up,
 )
 
-SECTIONS = ("parser", "calculator", "engine", "persisted", "http", "latency", "background", "memory", "prune", "stream")
+SECTIONS = (
+    "parser",
+    "calculator",
+    "engine",
+    "persisted",
+    "http",
+    "latency",
+    "background",
+    "memory",
+    "recall",
+    "prune",
+    "stream",
+)
 
 
 class Command(BaseCommand):
@@ -294,6 +306,12 @@ class Command(BaseCommand):
         finally:
             user.delete()
         return rows
+
+    def _bench_recall(self, *, sizes: list[int], queries: int, **_) -> list[Row]:
+        """Recall by meaning: latency per mode and size, what vectors add to remember, quality on the labelled set."""
+        from agents.management import bench_recall
+
+        return bench_recall.measure(self._progress, sizes, queries)
 
     def _bench_prune(self, *, prune_runs: int, **_) -> list[Row]:
         """Retention's delete rate: `prune_runs` finished runs 40 days old, 3 steps each, of a throwaway user."""

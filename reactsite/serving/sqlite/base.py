@@ -8,12 +8,13 @@ journal_mode=WAL`, with `gevent.sleep` between tries, until the configured `time
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
-from django.db.backends.sqlite3 import base
-
 from reactsite.serving import green
+from reactsite.serving.sqlite import driver
+
+base = driver.django_backend()  # bound to sqlean.py's driver, which can load sqlite-vec (driver.py)
+sqlite3 = base.Database
 
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.0005, 0.02
 
@@ -82,12 +83,17 @@ class DatabaseWrapper(base.DatabaseWrapper):
             params["timeout"] = 0  # "database is locked" at once: the cursor waits, yielding to other greenlets
         return params
 
+    vec_version: str | None = None  # sqlite-vec's version on this connection, None when it could not load
+
     def get_new_connection(self, conn_params):
         if not self._green_timeout_s:
-            return super().get_new_connection(conn_params)
-        return wait_for_lock(
-            lambda: super(DatabaseWrapper, self).get_new_connection(conn_params), self._green_timeout_s
-        )
+            conn = super().get_new_connection(conn_params)
+        else:
+            conn = wait_for_lock(
+                lambda: super(DatabaseWrapper, self).get_new_connection(conn_params), self._green_timeout_s
+            )
+        self.vec_version = driver.load_vec(conn)
+        return conn
 
     def create_cursor(self, name=None):
         if not self._green_timeout_s:

@@ -1,0 +1,75 @@
+"""Vectors for facts that have none in the index yet: those remembered before the index existed (migration 0007),
+or on a PostgreSQL where pgvector was enabled later, or all of them after a model change (`rebuild`). Used by the
+migration and by `manage.py embed_facts`, in batches of BATCH facts, one transaction each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import connection as default_connection
+from django.db import transaction
+
+from memory import embeddings, vectors
+
+BATCH = 500
+
+
+def missing_count(conn=None, rebuild: bool = False) -> int:
+    conn = conn or default_connection
+    with conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM memory_fact f WHERE {_missing(conn, rebuild)}")
+        return cursor.fetchone()[0]
+
+
+def embed_missing(
+    conn=None, rebuild: bool = False, batch: int = BATCH, progress: Callable[[int], None] | None = None
+) -> int:
+    """Embed and index every fact the index lacks (every fact with `rebuild`); the number done. `progress` is told
+    each batch's size."""
+    conn = conn or default_connection
+    index = vectors.kind(conn)
+    if index == "none":
+        return 0
+    done, after = 0, 0
+    where = _missing(conn, rebuild)
+    while True:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f"SELECT f.id, f.owner_id, f.text, f.embedding FROM memory_fact f WHERE f.id > %s AND {where} "
+                "ORDER BY f.id LIMIT %s",
+                [after, batch],
+            )
+            rows = cursor.fetchall()
+        if not rows:
+            return done
+        fresh = [row for row in rows if rebuild or row[3] is None]
+        computed = dict(zip((r[0] for r in fresh), embeddings.embed([r[2] for r in fresh]), strict=True))
+        with transaction.atomic(using=conn.alias), conn.cursor() as cursor:
+            for fact_id, owner_id, _, stored in rows:
+                vector = computed.get(fact_id)
+                if vector is None:
+                    vector = embeddings.from_bytes(stored)
+                    if vector.shape[0] != embeddings.DIM:  # stored by another model: compute it again
+                        vector = embeddings.embed_one(_text(rows, fact_id))
+                        computed[fact_id] = vector
+                if fact_id in computed:
+                    cursor.execute(
+                        "UPDATE memory_fact SET embedding = %s WHERE id = %s", [embeddings.to_bytes(vector), fact_id]
+                    )
+                vectors.store(fact_id, owner_id, vector, conn=conn, index=index)
+        done += len(rows)
+        after = rows[-1][0]
+        if progress is not None:
+            progress(len(rows))
+
+
+def _text(rows, fact_id: int) -> str:
+    return next(row[2] for row in rows if row[0] == fact_id)
+
+
+def _missing(conn, rebuild: bool) -> str:
+    if rebuild:
+        return "1 = 1"
+    if conn.vendor == "sqlite":
+        return "NOT EXISTS (SELECT 1 FROM memory_fact_vec v WHERE v.fact_id = f.id)"
+    return "f.vec IS NULL"
