@@ -230,7 +230,7 @@ def _fused(owner_id: int, query: str, terms: list[str], mode: str):
         kept = [(i, sim) for i, sim in near if sim >= floor]
         return [i for i, _ in kept], vector, dict(kept)
     similarity = dict(near)
-    by_words = _ranked_ids(owner_id, terms, MAX_RANKED, 0) if terms else []
+    by_words = dict(_ranked_rows(owner_id, terms, MAX_RANKED, 0, select="f.id, f.text")) if terms else {}
     similarity.update(vectors.similarities([i for i in by_words if i not in similarity], vector))
     share = _word_shares(by_words, terms)
     weight = settings.MEMORY_TEXT_WEIGHT
@@ -243,14 +243,13 @@ def _fused(owner_id: int, query: str, terms: list[str], mode: str):
     return order[:MAX_RANKED], vector, similarity
 
 
-def _word_shares(fact_ids: list[int], terms: list[str]) -> dict[int, float]:
+def _word_shares(texts: dict[int, str], terms: list[str]) -> dict[int, float]:
     """How much of the query's wording each fact holds: the query's words it contains, each counting 1 / the number
     of these facts that contain it (a word many facts share says little about which one is meant), over the number
     of query words."""
-    if not fact_ids or not terms:
+    if not texts or not terms:
         return {}
-    texts = dict(Fact.objects.filter(pk__in=fact_ids).values_list("id", "text"))
-    found = {i: matched_words(texts[i], terms) for i in fact_ids if i in texts}
+    found = {i: matched_words(text, terms) for i, text in texts.items()}
     holders = {t: sum(1 for words in found.values() if t in words) for t in terms}
     return {i: sum(1 / holders[t] for t in words) / len(terms) for i, words in found.items()}
 
@@ -271,10 +270,14 @@ def matched_words(text: str, terms: list[str]) -> list[str]:
 
 
 def _ranked_ids(owner_id: int, terms: list[str], limit: int, offset: int) -> list[int]:
-    sql, params = _match_sql(owner_id, terms, select="f.id", order=True)
+    return [row[0] for row in _ranked_rows(owner_id, terms, limit, offset)]
+
+
+def _ranked_rows(owner_id: int, terms: list[str], limit: int, offset: int, select: str = "f.id") -> list[tuple]:
+    sql, params = _match_sql(owner_id, terms, select=select, order=True)
     with connection.cursor() as cursor:
         cursor.execute(sql + " LIMIT %s OFFSET %s", [*params, limit, offset])
-        return [row[0] for row in cursor.fetchall()]
+        return cursor.fetchall()
 
 
 def _match_sql(owner_id: int, terms: list[str], *, select: str, order: bool) -> tuple[str, list]:
