@@ -125,7 +125,7 @@ def test_a_greenlet_waiting_on_its_model_holds_no_sqlite_connection(tmp_path):
 
 LOCK = """
 from gevent import monkey; monkey.patch_all()
-import os, sqlite3, time, django
+import os, time, django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 import gevent
@@ -133,7 +133,9 @@ from django.db import connection, transaction
 
 with connection.cursor() as cursor:
     cursor.execute("CREATE TABLE t (x INTEGER)")
-other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)  # another writer (another process)
+# another writer (as another process would be), through the backend's own SQLite library: two copies of SQLite in one
+# process (the standard module's and sqlean.py's) do not see each other's locks (reactsite/serving/sqlite/driver.py)
+other = connection.Database.connect(connection.settings_dict["NAME"], isolation_level=None)
 other.execute("BEGIN IMMEDIATE")
 ticks, done = [], []
 
@@ -178,13 +180,14 @@ def test_waiting_for_sqlites_write_lock_lets_other_greenlets_run(tmp_path):
 
 CONNECT = """
 from gevent import monkey; monkey.patch_all()
-import os, sqlite3, time, django
+import os, time, django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 import gevent
 from django.db import connection
 
-other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)  # another process, a writer
+# another process, a writer (through the backend's SQLite library: see LOCK)
+other = connection.Database.connect(connection.settings_dict["NAME"], isolation_level=None)
 other.execute("CREATE TABLE t (x INTEGER)")  # the file is still in rollback-journal mode
 other.execute("BEGIN IMMEDIATE")  # switching it to WAL (our init_command) must wait for this lock
 ticks, opened = [], []

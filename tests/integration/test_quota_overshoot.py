@@ -21,6 +21,7 @@ from tests.providers import stub_llm as llm
 from tests.providers.stub_llm import OPENAI_PATH
 
 QUOTA = 300
+GATHER_S = 10.0
 HOLD_S = 0.1  # each model reply is held this long: the parallel calls overlap
 
 
@@ -33,13 +34,21 @@ class Model:
         self.calls, self.size = 2, 0
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.Lock()
+        # gather > 0: replies wait until that many calls are in flight at once (for at most GATHER_S from the first
+        # call), so a test of parallelism does not depend on how fast a loaded host starts its threads
+        self.gather, self.gathered, self.first_at = 0, threading.Event(), None
         stub.add("POST", OPENAI_PATH, handler=self.reply, repeat=True)
 
     def reply(self, request):
         with self.lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.first_at = self.first_at or time.monotonic()
+            if self.gather and self.in_flight >= self.gather:
+                self.gathered.set()
         try:
+            if self.gather:
+                self.gathered.wait(max(0.0, self.first_at + GATHER_S - time.monotonic()))
             time.sleep(HOLD_S)
             body = json.loads(request.body)
             seen = sum(m["role"] == "tool" for m in body["messages"])
@@ -122,6 +131,7 @@ def test_calls_that_fit_under_the_quota_still_run_in_parallel(settings, model):
     model.size = 25
     assert run(0) == 201  # a call has been counted today: calls no longer go one at a time
     settings.AGENT_DAILY_TOKEN_QUOTA = 1_000_000
+    model.gather, model.first_at = 10, None  # had they gone one at a time, no 10 would ever be in flight together
     statuses = in_threads(20, run)
     assert statuses == [201] * 20
     assert model.most_in_flight >= 10, model.most_in_flight

@@ -6,6 +6,10 @@ that can: when it is installed (requirements.txt), Django's SQLite backend is im
 as long as that import takes, so the backend binds it; the rest of the process keeps the standard library's module.
 Without sqlean.py, or if Django's backend was imported before this module could bind it, the standard module serves
 and recall falls back to full-text search (the `memory.W001` system check says so).
+
+Two copies of SQLite in one process (the standard module's and sqlean.py's) do not see each other's locks on a
+file: nothing of ours opens the database with the standard module, and neither may a test that stands in for
+another writer (tests/integration/test_green.py uses `connection.Database`).
 """
 
 from __future__ import annotations
