@@ -121,7 +121,7 @@ def query_terms(query: str) -> list[str]:
 
 TEXT, SEMANTIC, HYBRID = "text", "semantic", "hybrid"
 MODES = (TEXT, SEMANTIC, HYBRID)
-MAX_RANKED = 100  # semantic and hybrid rank at most this many of a user's facts (the nearest, and the best matches)
+MAX_RANKED = 50  # semantic and hybrid rank at most this many of a user's facts (the nearest, and the best by words)
 
 
 class ModeUnavailable(MemoryError_):
@@ -191,8 +191,8 @@ def recall(user, query: str, limit: int = 5, offset: int = 0, mode: str | None =
     and `words` (the query words it contains).
 
     text: any word matches, more matching words rank higher, ties newest first. semantic: the nearest by meaning (at
-    least MEMORY_MIN_SIMILARITY), at most MAX_RANKED. hybrid (the default once vectors exist): both rankings fused by
-    reciprocal rank. A blank query returns the most recent facts; so does a stop-word-only one in text mode.
+    least MEMORY_MIN_SIMILARITY), at most MAX_RANKED. hybrid (the default once vectors exist): the candidates of both,
+    scored by meaning plus a share of the words (`_fused`). A blank query returns the most recent facts; so does a stop-word-only one in text mode.
     """
     return Ranked(user, query, mode).page(limit, offset)
 
