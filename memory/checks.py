@@ -30,7 +30,7 @@ def check_vector_index(app_configs=None, databases=None, **kwargs):
             checks.Error(
                 f"The memory vector index holds {built_for}-dimension vectors; the embedding model "
                 f"({embeddings.MODEL_ID}) makes {embeddings.DIM}: recall by meaning is off until it is rebuilt.",
-                hint="Run `python manage.py embed_facts --rebuild`.",
+                hint="Run `manage.py embed_facts --rebuild`.",
                 id="memory.E002",
             )
         ]

@@ -103,15 +103,15 @@ def why_not(conn=None) -> str:
         conn.ensure_connection()
         if not getattr(conn, "vec_version", None):
             return driver.vec_problem or "sqlite-vec is not loaded on this connection"
-        return "the vector table does not exist yet: run `python manage.py migrate` (or `embed_facts`)"
+        return "the vector table does not exist yet: run `manage.py migrate` (or `manage.py embed_facts`)"
     if conn.vendor == "postgresql":
         if not _postgres_extension_installable(conn):
             return (
                 "this PostgreSQL has no pgvector extension: install it (e.g. `apt install postgresql-15-pgvector`, "
                 "or your provider's option), run `CREATE EXTENSION vector;` in the database as a superuser, then "
-                "`python manage.py embed_facts`"
+                "`manage.py embed_facts`"
             )
-        return "pgvector is installable but not set up here: run `python manage.py embed_facts`"
+        return "pgvector is installable but not set up here: run `manage.py embed_facts`"
     return f"{conn.vendor} has no vector index support here"
 
 
