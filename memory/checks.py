@@ -7,7 +7,6 @@ from django.db.migrations.recorder import MigrationRecorder
 
 from memory import embeddings, vectors
 
-
 BUILDS_INDEX = "0007_vector_index"
 
 

@@ -191,8 +191,9 @@ def recall(user, query: str, limit: int = 5, offset: int = 0, mode: str | None =
     and `words` (the query words it contains).
 
     text: any word matches, more matching words rank higher, ties newest first. semantic: the nearest by meaning (at
-    least MEMORY_MIN_SIMILARITY), at most MAX_RANKED. hybrid (the default once vectors exist): the candidates of both,
-    scored by meaning plus a share of the words (`_fused`). A blank query returns the most recent facts; so does a stop-word-only one in text mode.
+    least MEMORY_MIN_SIMILARITY), at most MAX_RANKED. hybrid (the default once vectors exist): the candidates of
+    both, scored by meaning plus a share of the words (`_fused`). A blank query returns the most recent facts; so
+    does a stop-word-only one in text mode.
     """
     return Ranked(user, query, mode).page(limit, offset)
 
