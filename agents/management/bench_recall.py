@@ -32,6 +32,13 @@ def measure(progress, sizes: list[int], queries: int) -> list[Row]:
         progress(f"  recall: no vector index ({vectors.why_not()}): text mode only")
     rows += _quality(progress, modes)
     rows += _remember_cost(progress)
+    return rows + latency_rows(progress, sizes, queries, modes)
+
+
+def latency_rows(progress, sizes: list[int], queries: int, modes: list[str], name: str = "recall {mode}") -> list[Row]:
+    """Recall's p50 and p95 per mode, for one throwaway user holding each of `sizes` facts in turn (`name` names
+    the figures: `memory` keeps its own)."""
+    rows: list[Row] = []
     user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
     try:
         have = 0
@@ -39,13 +46,14 @@ def measure(progress, sizes: list[int], queries: int) -> list[Row]:
             progress(f"  recall: storing {size:,} facts …")
             _add_facts(user, size - have, start=have)
             have = size
-            if len(modes) > 1:
+            if modes != [services.TEXT]:
                 backfill.embed_missing(progress=None)
             for mode in modes:
                 p50, p95 = _latency(user, queries, mode)
                 work = f"recall(limit=5, mode={mode}), {queries} two-word queries, {vectors.kind()} index"
-                rows.append(Row(f"recall {mode} p50 @ {size:,} facts", p50, "ms", work))
-                rows.append(Row(f"recall {mode} p95 @ {size:,} facts", p95, "ms", work))
+                label = name.format(mode=mode)
+                rows.append(Row(f"{label} p50 @ {size:,} facts", p50, "ms", work))
+                rows.append(Row(f"{label} p95 @ {size:,} facts", p95, "ms", work))
     finally:
         user.delete()
     return rows

@@ -378,18 +378,3 @@ def _add_facts(user, count: int, start: int = 0, batch: int = 2000) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE memory_fact")  # what autovacuum would do after a bulk load
-
-
-def _recall_latency(user, queries: int) -> tuple[float, float]:
-    from memory.models import Fact
-    from memory.services import recall
-
-    rnd = random.Random(7)
-    texts = list(Fact.objects.filter(owner=user).order_by("?").values_list("text", flat=True)[:queries])
-    samples = []
-    for text in texts:
-        query = " ".join(rnd.sample(text.split(), 2))  # two words of a stored fact, as a user would ask
-        start = time.perf_counter()
-        recall(user, query, limit=5)
-        samples.append((time.perf_counter() - start) * 1000)
-    return _percentiles(samples)

@@ -70,6 +70,26 @@ def test_memory_on_the_test_database_cleans_up():
 
 
 @pytest.mark.django_db
+def test_recall_measures_quality_cost_and_latency_per_mode_and_cleans_up():
+    from memory import vectors
+
+    modes = ["text", "semantic", "hybrid"] if vectors.available() else ["text"]
+    data = json.loads(command("bench", "--only", "recall", "--sizes", "20", "--queries", "3", "--json"))
+    rows = {r["figure"]: r for r in data["rows"]}
+    quality = [f for f in rows if f.startswith("recall@")]
+    assert len(quality) == 6 * len(modes)  # @1 and @3, over all / no shared keyword / shared keyword, per mode
+    assert all(rows[f]["unit"] == "%" and 0 <= rows[f]["value"] <= 100 for f in quality)
+    assert rows["recall@3 text, shared keyword"]["value"] > 50  # full-text search finds words (a broken one would not)
+    if "semantic" in modes:  # meaning finds what words cannot
+        assert rows["recall@3 semantic, no shared keyword"]["value"] > rows["recall@3 text, no shared keyword"]["value"]
+    assert {"remember with vectors p50", "remember without vectors p50", "remember: vectors add (p50)"} <= set(rows)
+    assert [f for f in rows if " @ " in f] == [f"recall {m} {p} @ 20 facts" for m in modes for p in ("p50", "p95")]
+    assert all(rows[f]["value"] > 0 for f in rows if " @ " in f)
+    assert not get_user_model().objects.filter(username__startswith="bench-").exists()
+    assert Fact.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_memory_with_a_single_query_or_fact():
     data = json.loads(command("bench", "--only", "memory", "--sizes", "1,3", "--queries", "1", "--json"))
     assert [r["figure"] for r in data["rows"]][::2] == ["memory recall p50 @ 1 facts", "memory recall p50 @ 3 facts"]

@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # the HTTP helpers (requests, subprocesses) load only when an
     from agents.management.bench_http import Gunicorn
 from agents.management.bench_support import (
     Row,
-    _add_facts,
     _bench_user,
     _check_answers,
     _engine_overhead_us,
@@ -35,7 +34,6 @@ from agents.management.bench_support import (
     _persisted_overhead_ms,
     _queue_runs,
     _rate,
-    _recall_latency,
     _usage_rows,
     _wait_for,
     _warm_up,
@@ -291,21 +289,10 @@ class Command(BaseCommand):
             self._progress("  warning: a gunicorn worker served no warm-up run; its first run is in the figures")
 
     def _bench_memory(self, *, sizes: list[int], queries: int, **_) -> list[Row]:
-        rows = []
-        user = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:8]}")
-        try:
-            have = 0
-            for size in sorted(sizes):
-                self._progress(f"  memory: {size} facts …")
-                _add_facts(user, size - have, start=have)
-                have = size
-                p50, p95 = _recall_latency(user, queries)
-                work = f"recall(limit=5), {queries} two-word queries"
-                rows.append(Row(f"memory recall p50 @ {size:,} facts", p50, "ms", work))
-                rows.append(Row(f"memory recall p95 @ {size:,} facts", p95, "ms", work))
-        finally:
-            user.delete()
-        return rows
+        """Full-text recall's latency (the figures of earlier waves; every mode: `recall`)."""
+        from agents.management import bench_recall
+
+        return bench_recall.latency_rows(self._progress, sizes, queries, ["text"], name="memory recall")
 
     def _bench_recall(self, *, sizes: list[int], queries: int, **_) -> list[Row]:
         """Recall by meaning: latency per mode and size, what vectors add to remember, quality on the labelled set."""
