@@ -124,23 +124,19 @@ MODES = (TEXT, SEMANTIC, HYBRID)
 MAX_RANKED = 50  # semantic and hybrid rank at most this many of a user's facts (the nearest, and the best by words)
 
 
-class ModeUnavailable(MemoryError_):
-    """Semantic recall asked for where this database has no vector index."""
-
-
 def default_mode() -> str:
     return HYBRID if vectors_on() else TEXT
 
 
 def check_mode(mode: str | None) -> str:
-    """The mode to use: `mode`, or the default; ModeUnavailable when it needs vectors this server does not have."""
+    """The mode to use: `mode`, or the default. One that needs vectors, asked of a server without them, falls back to
+    text (the results say so: their `similarity` is None)."""
     if mode is None:
         return default_mode()
     if mode not in MODES:
         raise MemoryError_(f"mode must be one of {', '.join(MODES)}.")
     if mode != TEXT and not vectors_on():
-        reason = vectors.why_not() if settings.MEMORY_VECTORS else "MEMORY_VECTORS is off"
-        raise ModeUnavailable(f"Recall by meaning is not available on this server: {reason}.")
+        return TEXT
     return mode
 
 

@@ -146,17 +146,22 @@ class FactViewSet(viewsets.GenericViewSet):
         if query is not None and len(query) > MAX_QUERY:
             raise ValidationError({"q": [f"Ensure this parameter has no more than {MAX_QUERY} characters."]})
         mode = params.get("mode")
-        try:
-            mode = services.check_mode(mode)
-        except services.MemoryError_ as exc:
-            raise ValidationError({"mode": [str(exc)]}) from None
+        if mode is not None or query is not None:  # a plain list needs no look at the vector index
+            try:
+                mode = services.check_mode(mode)
+            except services.MemoryError_ as exc:
+                raise ValidationError({"mode": [str(exc)]}) from None
         if request.accepted_renderer.format == "jsonl":
-            return self._export(request.user, query, mode)
-        if query is None:
+            response = self._export(request.user, query, mode)
+        elif query is None:
             page = self.paginate_queryset(self.get_queryset())
-            return self.get_paginated_response(FactSerializer(page, many=True).data)
-        page = self.paginate_queryset(_RankedPage(request.user, query, mode))
-        return self.get_paginated_response(RankedFactSerializer(page, many=True).data)
+            response = self.get_paginated_response(FactSerializer(page, many=True).data)
+        else:
+            page = self.paginate_queryset(_RankedPage(request.user, query, mode))
+            response = self.get_paginated_response(RankedFactSerializer(page, many=True).data)
+        if query is not None:
+            response["X-Recall-Mode"] = mode  # the mode used: text where vectors were asked of a server without them
+        return response
 
     def _export(self, user, query: str | None, mode: str) -> StreamingHttpResponse:
         """Every fact of the caller, newest first, or with `q` every fact it ranks, best first: one JSON object per

@@ -57,7 +57,7 @@ def test_a_superuser_can_delete_a_fact(admin_client, alice):
     assert response["Location"].startswith("/admin/")  # Django sends view-only admins to the index
     assert list(Fact.objects.all()) == [kept]
     assert services.recall(alice, "removed staff", mode="text") == []
-    # its vector left the index with it: by meaning, it is not found either
+    # its vector left the index with it: by meaning, it is not found either (without an index: text, as above)
     assert [f.text for f in services.recall(alice, "to be removed by staff", mode="semantic")] in ([], ["stays"])
 
 

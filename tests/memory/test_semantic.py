@@ -116,15 +116,22 @@ def test_an_unknown_mode_is_400(api, alice, mode):
     assert "mode must be one of text, semantic, hybrid" in response.json()["mode"][0]
 
 
-def test_recall_by_meaning_without_vectors_is_400_and_text_still_works(api, alice, settings):
+def test_recall_by_meaning_without_vectors_falls_back_to_text_and_says_so(api, alice, settings):
     settings.MEMORY_VECTORS = False
     store(alice, CAR)
-    response = api.get(FACTS, {"q": "Volvo", "mode": "semantic"})
-    assert response.status_code == 400
-    assert "not available on this server" in response.json()["mode"][0]
-    body = api.get(FACTS, {"q": "Volvo"}).json()  # the default falls back to text
-    assert [r["text"] for r in body["results"]] == [CAR] and body["results"][0]["similarity"] is None
+    for mode in ("semantic", "hybrid", None):
+        response = api.get(FACTS, {"q": "Volvo", **({"mode": mode} if mode else {})})
+        assert response.status_code == 200
+        assert response["X-Recall-Mode"] == "text"
+        assert [(r["text"], r["similarity"]) for r in response.json()["results"]] == [(CAR, None)]
     assert Fact.objects.get(owner=alice).embedding is None  # remembered without a vector
+
+
+def test_the_answer_names_the_mode_it_used(api, alice, index):
+    store(alice, CAR)
+    assert api.get(FACTS, {"q": "Volvo"})["X-Recall-Mode"] == "hybrid"
+    assert api.get(FACTS, {"q": "Volvo", "mode": "semantic"})["X-Recall-Mode"] == "semantic"
+    assert "X-Recall-Mode" not in api.get(FACTS)
 
 
 # --- PATCH -------------------------------------------------------------------------------------------------------
