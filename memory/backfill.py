@@ -42,17 +42,15 @@ def embed_missing(
             rows = cursor.fetchall()
         if not rows:
             return done
-        fresh = [row for row in rows if rebuild or row[3] is None]
+        # computed again: with `rebuild`, without a stored vector, or with one of another model's dimension
+        fresh = [row for row in rows if rebuild or row[3] is None or len(row[3]) != embeddings.DIM * 4]
         computed = dict(zip((r[0] for r in fresh), embeddings.embed([r[2] for r in fresh]), strict=True))
         with transaction.atomic(using=conn.alias), conn.cursor() as cursor:
             for fact_id, owner_id, _, stored in rows:
                 vector = computed.get(fact_id)
                 if vector is None:
                     vector = embeddings.from_bytes(stored)
-                    if vector.shape[0] != embeddings.DIM:  # stored by another model: compute it again
-                        vector = embeddings.embed_one(_text(rows, fact_id))
-                        computed[fact_id] = vector
-                if fact_id in computed:
+                else:
                     cursor.execute(
                         "UPDATE memory_fact SET embedding = %s WHERE id = %s", [embeddings.to_bytes(vector), fact_id]
                     )
@@ -61,10 +59,6 @@ def embed_missing(
         after = rows[-1][0]
         if progress is not None:
             progress(len(rows))
-
-
-def _text(rows, fact_id: int) -> str:
-    return next(row[2] for row in rows if row[0] == fact_id)
 
 
 def _missing(conn, rebuild: bool) -> str:

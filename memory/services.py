@@ -68,8 +68,7 @@ def remember(user, text: str, run=None, call_key: str | None = None) -> tuple[Fa
     existing = Fact.objects.filter(owner=user, digest=digest).first()
     if existing is not None:
         return existing, bool(call_key) and existing.call_key == call_key
-    index = vectors.kind() if settings.MEMORY_VECTORS else "none"
-    vector = embeddings.embed_one(cleaned) if index != "none" else None
+    index, vector = _vector_of(cleaned)
     try:
         with transaction.atomic():
             fact = Fact.objects.create(
@@ -78,13 +77,24 @@ def remember(user, text: str, run=None, call_key: str | None = None) -> tuple[Fa
                 digest=digest,
                 run=run,
                 call_key=call_key,
-                embedding=embeddings.to_bytes(vector) if vector is not None else None,
+                embedding=_stored(vector),
             )
             if vector is not None:
                 vectors.store(fact.pk, user.pk, vector, index=index)
             return fact, True
     except IntegrityError:  # a concurrent writer stored the same fact first
         return Fact.objects.get(owner=user, digest=digest), False
+
+
+def _vector_of(text: str):
+    """(the index to store it in, the text's vector), computed before any transaction; (none, None) when facts get
+    no vectors here."""
+    index = vectors.kind() if settings.MEMORY_VECTORS else "none"
+    return index, (embeddings.embed_one(text) if index != "none" else None)
+
+
+def _stored(vector) -> bytes | None:
+    return embeddings.to_bytes(vector) if vector is not None else None
 
 
 class Conflict(MemoryError_):
@@ -95,14 +105,13 @@ def edit(user, fact_id: int, text: str) -> Fact:
     """Change the text of one of the user's facts (its vector follows); Fact.DoesNotExist for another user's."""
     cleaned = clean_text(text)
     digest = _digest(cleaned)
-    index = vectors.kind() if settings.MEMORY_VECTORS else "none"
-    vector = embeddings.embed_one(cleaned) if index != "none" else None
+    index, vector = _vector_of(cleaned)
     with transaction.atomic():
         fact = Fact.objects.select_for_update().get(owner=user, pk=fact_id)
         if Fact.objects.filter(owner=user, digest=digest).exclude(pk=fact.pk).exists():
             raise Conflict("You already have a fact with this text.")
         fact.text, fact.digest = cleaned, digest
-        fact.embedding = embeddings.to_bytes(vector) if vector is not None else None
+        fact.embedding = _stored(vector)
         try:
             with transaction.atomic():
                 fact.save(update_fields=["text", "digest", "embedding"])

@@ -52,15 +52,13 @@ def kind(conn=None) -> str:
     found = getattr(conn, "_memory_vector_index", None)
     if found is not None:
         return found
+    found = "none"
     if conn.vendor == "sqlite":
         conn.ensure_connection()
-        found = "sqlite-vec" if getattr(conn, "vec_version", None) and _sqlite_table_exists(conn) else "none"
-    elif conn.vendor == "postgresql":
-        found = "pgvector" if _postgres_column_dim(conn) is not None else "none"
-    else:
-        found = "none"
-    if found != "none" and index_dim(conn) != embeddings.DIM:
-        found = "none"
+        if getattr(conn, "vec_version", None) and index_dim(conn) == embeddings.DIM:
+            found = "sqlite-vec"
+    elif conn.vendor == "postgresql" and index_dim(conn) == embeddings.DIM:
+        found = "pgvector"
     if found != "none":
         conn._memory_vector_index = found
     return found
@@ -233,12 +231,6 @@ def _postgres_nearest(conn, owner_id: int, vector: np.ndarray, k: int) -> list[t
 
 def _pg_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
-
-
-def _sqlite_table_exists(conn) -> bool:
-    with conn.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_fact_vec'")
-        return cursor.fetchone() is not None
 
 
 def _postgres_column_dim(conn) -> int | None:
