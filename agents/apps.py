@@ -11,11 +11,16 @@ class AgentsConfig(AppConfig):
         from agents import checks  # noqa: F401  (registers the system checks)
         from agents.limits import dbtriggers
         from agents.notifications import notify
-        from agents.runs import signals
+        from agents.runs import children, multitask, signals
         from reactsite.serving import green
 
         green.install()
         # The runs' commits tell the notifications (webhooks, reviewer e-mail) through signals: runs import neither.
         signals.run_done.connect(notify.on_run_done, dispatch_uid="agents.notify.run_done")
         signals.run_awaiting_approval.connect(notify.on_run_awaiting_approval, dispatch_uid="agents.notify.awaiting")
+        # A child run's end (or pause) takes its parent up again (agents/runs/children.py).
+        children.install()
+        signals.run_done.connect(children.on_run_done, dispatch_uid="agents.children.run_done")
+        signals.run_waiting.connect(children.on_run_waiting, dispatch_uid="agents.children.run_waiting")
+        signals.run_done.connect(multitask.on_run_done, dispatch_uid="agents.multitask.run_done")  # next on its thread
         post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.limits.dbtriggers")

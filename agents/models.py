@@ -59,6 +59,13 @@ class Agent(models.Model):
     model = models.CharField(max_length=200, blank=True, default="")
     protocol = models.CharField(max_length=8, blank=True, default="", choices=[("tools", "tools"), ("react", "react")])
     tools = models.JSONField(null=True, blank=True, help_text="tool names; empty: every enabled tool")
+    # Other agents this one may hand a task to: each is a tool `agent_<name>` whose call starts a child run.
+    agents = models.JSONField(
+        null=True, blank=True, help_text="names of agents it may call as tools (agent_<name>), each a child run"
+    )
+    description = models.CharField(
+        max_length=500, blank=True, default="", help_text="what it is good for: what another agent calling it is told"
+    )
     sensitive_tools = models.JSONField(default=list, blank=True, help_text="widens the approval gate")
     max_turns = models.PositiveSmallIntegerField(null=True, blank=True)
     timeout_s = models.FloatField(null=True, blank=True)
@@ -116,6 +123,22 @@ class Run(models.Model):
     # An input given as a list of parts (text and images, API.md v1.2) as it was given; `input` then holds its text,
     # for lists, search and text-only readers. Null for a string input (most runs).
     input_parts = models.JSONField(null=True, blank=True)
+    # A child run (a sub-agent called as a tool): the run whose call started it, the index of the model step that
+    # asked for the call, and the call's id (one child per call: a repeated call finds its child). `depth`: 0 for a
+    # run a client started. `subagents`: the agents this run may call (tools `agent_<name>`).
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children", db_index=False
+    )
+    parent_step = models.PositiveIntegerField(null=True, blank=True)
+    parent_call_id = models.CharField(max_length=200, blank=True, default="")
+    depth = models.PositiveSmallIntegerField(default=0)
+    subagents = models.JSONField(default=list, blank=True)
+    # A fork: the run and step whose state this run started from (the id only: a fork outlives its original).
+    forked_from_run = models.UUIDField(null=True, blank=True)
+    forked_from_step = models.PositiveIntegerField(null=True, blank=True)
+    # multitask_strategy "enqueue": created while its thread had a run in progress, it waits its turn (queued) and
+    # starts when the runs before it are done.
+    thread_queued = models.BooleanField(default=False)
     mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
     protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)
     provider = models.CharField(max_length=32)
@@ -161,14 +184,25 @@ class Run(models.Model):
             models.Index(
                 fields=["thread", "created_at"], name="run_thread_created", condition=models.Q(thread__isnull=False)
             ),
+            # A run's children, in order; runs without a parent (nearly all) stay out of the index.
+            models.Index(
+                fields=["parent", "created_at"], name="run_parent_created", condition=models.Q(parent__isnull=False)
+            ),
         ]
         constraints = [
             # One run at a time per thread, enforced by the database: a second run while one is not done fails.
+            # (A run waiting its turn, thread_queued, is not yet active.)
             models.UniqueConstraint(
                 fields=["thread"],
-                condition=models.Q(thread__isnull=False) & ~models.Q(status="done"),
+                condition=models.Q(thread__isnull=False) & ~models.Q(status="done") & models.Q(thread_queued=False),
                 name="run_thread_one_active",
-            )
+            ),
+            # One child per call of a parent: a parent that repeats a call (a resumed unit) finds the child it started.
+            models.UniqueConstraint(
+                fields=["parent", "parent_call_id"],
+                condition=models.Q(parent__isnull=False),
+                name="run_parent_call_unique",
+            ),
         ]
         permissions = [("review_run", "Can see every run and decide approvals")]
 

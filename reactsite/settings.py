@@ -320,6 +320,8 @@ AGENT_RETENTION_DAYS = env.int("AGENT_RETENTION_DAYS", default=0)
 AGENT_THREAD_HISTORY_RUNS = env.int("AGENT_THREAD_HISTORY_RUNS", default=20)
 AGENT_THREAD_HISTORY_CHARS = env.int("AGENT_THREAD_HISTORY_CHARS", default=24000)
 AGENT_DEFAULT_TIMEOUT_S = 60.0
+# Sub-agents (an agent's `agents`): how deep a tree of child runs may go (a run a client starts is depth 0).
+AGENT_MAX_DEPTH = env.int("AGENT_MAX_DEPTH", default=3)
 # Model allowlists per provider (empty: any model). E.g. AGENT_MODELS_OPENAI=gpt-4.1-mini,gpt-4.1
 AGENT_MODELS = {
     name: env.list(f"AGENT_MODELS_{name.upper()}", default=[])

@@ -55,6 +55,9 @@ class AgentForm(forms.ModelForm):
     sensitive_tools = ToolChoiceField(
         empty=[], help_text="these ask a reviewer before they run, besides those that always do"
     )
+    agents = ToolChoiceField(
+        empty=None, help_text="agents it may hand a task to: each is a tool agent_<name> whose call is a child run"
+    )
     output_schema = OptionalJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "placeholder": '{"type": "object", "properties": {…}}'}),
@@ -64,8 +67,8 @@ class AgentForm(forms.ModelForm):
     class Meta:
         model = Agent
         fields = [
-            "name", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools", "max_turns",
-            "timeout_s", "temperature", "max_output_tokens", "output_schema",
+            "name", "description", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools",
+            "agents", "max_turns", "timeout_s", "temperature", "max_output_tokens", "output_schema",
         ]  # fmt: skip
 
     def __init__(self, *args, **kwargs) -> None:
@@ -80,6 +83,8 @@ class AgentForm(forms.ModelForm):
             gone = [n for n in getattr(stored, name) or [] if n not in known]  # an MCP server's tool, now away
             labels = [(n, f"{n} (always asks)" if name == "sensitive_tools" and n in always else n) for n in known]
             self.fields[name].choices = labels + [(n, f"{n} (not available now)") for n in gone]
+        others = list(Agent.objects.exclude(pk=stored.pk).order_by("name").values_list("name", flat=True))
+        self.fields["agents"].choices = [(n, n) for n in others]
         self.fields["model"].widget.attrs["placeholder"] = "the provider's default"
 
     def clean(self):

@@ -23,7 +23,7 @@ from agents.engine import parts, prompts
 from agents.evals.actions import make_eval_case
 from agents.models import Run, RunStatus, Step, StepKind, Thread
 from agents.permissions import can_decide, can_review
-from agents.runs import drive, review, selectors
+from agents.runs import drive, fork, review, selectors
 
 
 @admin.register(Run)
@@ -135,7 +135,12 @@ class RunAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         decide = self.admin_site.admin_view(self.decide_view)
-        return [path("<uuid:run_id>/decide/", decide, name="agents_run_decide"), *super().get_urls()]
+        rerun = self.admin_site.admin_view(self.fork_view)
+        return [
+            path("<uuid:run_id>/decide/", decide, name="agents_run_decide"),
+            path("<uuid:run_id>/fork/", rerun, name="agents_run_fork"),
+            *super().get_urls(),
+        ]
 
     def get_object(self, request, object_id, from_field=None):
         run = super().get_object(request, object_id, from_field)
@@ -157,8 +162,36 @@ class RunAdmin(ReadOnlyAdmin):
             "decide_url": reverse("admin:agents_run_decide", args=[run.pk]),
             "live_events_url": _live_events_url(request, run),
             "last_step": steps[-1].index if steps else -1,
+            "fork_url": reverse("admin:agents_run_fork", args=[run.pk]),
+            "may_fork": may_fork(request, run),
+            **_tree_context(run),
         }
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **context})
+
+    def fork_view(self, request: HttpRequest, run_id):
+        """Re-run from here: a fork of the run after the posted step, in the background, as the API's fork does;
+        the page of the new run follows it live."""
+        run = get_object_or_404(Run, pk=run_id)
+        back = HttpResponseRedirect(reverse("admin:agents_run_change", args=[run.pk]))
+        if request.method != "POST":
+            return back
+        if not may_fork(request, run):
+            raise PermissionDenied
+        try:
+            new = fork.fork_run(
+                run_id=run.pk,
+                actor=request.user,
+                from_step=int(request.POST.get("from_step", "")),
+                overrides={"mode": "background"},
+            )
+        except ValueError:
+            self.message_user(request, "Choose a step to re-run from.", messages.ERROR)
+            return back
+        except errors.ServiceError as exc:
+            self.message_user(request, _detail_text(exc.detail), messages.ERROR)
+            return back
+        self.message_user(request, f"Re-running from step {new.forked_from_step} as a new run.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:agents_run_change", args=[new.pk]))
 
     def _thread_url(self, request: HttpRequest, run: Run) -> str:
         """The page of the run's thread when this user may open it, else empty."""
@@ -206,6 +239,23 @@ class RunAdmin(ReadOnlyAdmin):
         decisions = _posted_decisions(post)
         run = review.decide_approval(run_id=run.pk, actor=request.user, decisions=decisions, continue_run=True)
         return run, len(decisions)
+
+
+def may_fork(request: HttpRequest, run: Run) -> bool:
+    """Whether this user may re-run the run from a step: the API's rule (who may see the run through it)."""
+    return can_review(request.user) or run.owner_id == request.user.pk
+
+
+def _tree_context(run: Run) -> dict:
+    """The run's place in a tree: its parent, its children (a sub-agent's runs), the run it was forked from."""
+    children = list(Run.objects.filter(parent_id=run.pk).order_by("created_at")) if run.subagents else []
+    return {
+        "parent_url": reverse("admin:agents_run_change", args=[run.parent_id]) if run.parent_id else "",
+        "forked_from_url": (
+            reverse("admin:agents_run_change", args=[run.forked_from_run]) if run.forked_from_run else ""
+        ),
+        "children": [{"run": child, "url": reverse("admin:agents_run_change", args=[child.pk])} for child in children],
+    }
 
 
 def _live_events_url(request: HttpRequest, run: Run) -> str:

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Generator, Iterator
 
+from django.conf import settings
 from django.db.models import F
 from rest_framework.renderers import BaseRenderer
 
@@ -86,6 +87,7 @@ class _Stream:
         self.read_for_turn = 0  # the latest turn whose first text had the stream read what came before it
         self.writing: int | None = None  # the turn whose text went out and whose assistant.end has not come
         self.finished = False
+        self.children: dict = {}  # child run id -> (its last step index sent, its status, its version) as sent
 
     def frames(self, *, poll_s: float, max_s: float, sleep) -> Iterator[str]:
         started = last_beat = time.monotonic()
@@ -158,6 +160,8 @@ class _Stream:
             yield frame("step", data, step.index)
             self.after = step.index
         self.turns = max(self.turns, committed)
+        if run.subagents:  # a run that can call sub-agents: their child runs' steps and status changes go out too
+            yield from self._children()
         if run.status != self.status:
             self.status = run.status
             yield frame("run", representation.run_json(run))
@@ -165,6 +169,26 @@ class _Stream:
             yield frame("done", representation.run_json(run))
             self.finished = True
         return False
+
+    def _children(self) -> Iterator[str]:
+        """The committed steps (`child.step`) and status changes (`child.run`) of the run's child runs and theirs,
+        each labelled with its run's id (they carry no event id: a stream resumed with Last-Event-ID sends a child's
+        steps again). A child whose version is as last sent costs no step query."""
+        parents = [self.run_id]
+        for _ in range(settings.AGENT_MAX_DEPTH):
+            kids = list(Run.objects.filter(parent_id__in=parents).order_by("created_at"))
+            for child in kids:
+                after, status, version = self.children.get(child.pk, (-1, None, -1))
+                if child.version != version:
+                    for step in Step.objects.filter(run_id=child.pk, index__gt=after).order_by("index"):
+                        yield frame("child.step", {"run": str(child.pk), **representation.step_json(step)})
+                        after = step.index
+                if child.status != status:
+                    yield frame("child.run", representation.run_json(child))
+                self.children[child.pk] = (after, child.status, child.version)
+            if not kids:
+                return
+            parents = [k.pk for k in kids]
 
     def _holds(self, kind: str, data: dict, also: str | None) -> bool:
         """Whether this step waits (at most HOLD_S) for the live events that come before it: a tool's step for its

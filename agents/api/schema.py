@@ -182,6 +182,17 @@ class RunCreateSerializerExtension(OpenApiSerializerExtension):
         return schema
 
 
+class ForkSerializerExtension(OpenApiSerializerExtension):
+    """A fork names its provider as a new run does: one this server can use right now."""
+
+    target_class = "agents.api.serializers.ForkSerializer"
+
+    def map_serializer(self, auto_schema, direction) -> dict:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["properties"]["provider"] = {"type": "string", "enum": usable_providers()}
+        return schema
+
+
 class AdvanceSerializerExtension(OpenApiSerializerExtension):
     """An advance body is the one-call decision (`approval`, `arguments`, `reason`) or the batch (`decisions`), never
     both at once: a body naming `decisions` and any of the others is a 400."""

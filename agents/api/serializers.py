@@ -17,7 +17,7 @@ from agents.engine.schemas import schema_problem
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
 from agents.runs import representation
 from agents.runs.representation import USAGE_KEYS
-from agents.runs.submit import REQUEST_LIMITS
+from agents.runs.submit import MULTITASK_STRATEGIES, REQUEST_LIMITS
 
 
 class StrictStringMixin:
@@ -137,6 +137,12 @@ PENDING_ACTION_SCHEMA = {
             "nullable": True,
             "description": "When the system denies the call if no one has decided (reason `expired`).",
         },
+        "run": {
+            "type": "string",
+            "format": "uuid",
+            "description": "Present when the call is a child run's (a sub-agent's): that run's id. A decision sent to "
+            "this run is the child's.",
+        },
     },
     "required": ["call_id", "tool", "arguments", "expires_at"],
 }
@@ -151,6 +157,14 @@ class StepSerializer(serializers.ModelSerializer):
         return representation.step_json(instance)
 
 
+RUN_LINK_SCHEMA = {
+    "type": "object",
+    "nullable": True,
+    "properties": {"run": {"type": "string", "format": "uuid"}, "step": {"type": "integer", "nullable": True}},
+    "required": ["run", "step"],
+}
+
+
 class RunSerializer(serializers.ModelSerializer):
     ok = serializers.BooleanField(read_only=True)
     thread_id = serializers.UUIDField(read_only=True, allow_null=True, help_text="The run's thread, or null.")
@@ -159,15 +173,26 @@ class RunSerializer(serializers.ModelSerializer):
     usage = serializers.SerializerMethodField()
     pending_action = serializers.SerializerMethodField()
     pending_actions = serializers.SerializerMethodField()
+    parent = serializers.SerializerMethodField()
+    forked_from = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
         fields = [
             "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent",
             "mode", "protocol", "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools",
-            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "created_at", "updated_at",
+            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "parent", "forked_from",
+            "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field({**RUN_LINK_SCHEMA, "description": "A child run's parent run and the step that called it."})
+    def get_parent(self, run: Run) -> dict | None:
+        return representation.parent_json(run)
+
+    @extend_schema_field({**RUN_LINK_SCHEMA, "description": "A fork's original run and the step it started after."})
+    def get_forked_from(self, run: Run) -> dict | None:
+        return representation.forked_from_json(run)
 
     @extend_schema_field(
         {
@@ -194,9 +219,12 @@ class RunSerializer(serializers.ModelSerializer):
 
 class RunDetailSerializer(RunSerializer):
     steps = StepSerializer(many=True, read_only=True)
+    children = serializers.ListField(
+        child=serializers.UUIDField(), read_only=True, help_text="The child runs its sub-agent calls started, in order."
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "steps"]
+        fields = [*RunSerializer.Meta.fields, "children", "steps"]
         read_only_fields = fields
 
     def to_representation(self, instance: Run) -> dict:
@@ -239,6 +267,12 @@ class RunCreateSerializer(serializers.Serializer):
         "string inside it (else 400).",
     )
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
+    multitask_strategy = StrictChoiceField(
+        choices=[(s, s) for s in MULTITASK_STRATEGIES],
+        default="reject",
+        help_text="With thread_id, when the thread has a run in progress: reject it (409), enqueue this run after it, "
+        "interrupt it (cancelled, its steps kept for this run to see), or rollback (cancelled and deleted).",
+    )
 
     def validate_output_schema(self, value: dict) -> dict:
         problem = schema_problem(value)
@@ -364,6 +398,25 @@ class DecisionSerializer(serializers.Serializer):
 
 
 SINGLE_DECISION = ("approval", "arguments", "reason")  # the one-call form of a decision; `decisions` is the batch
+
+
+class ForkSerializer(serializers.Serializer):
+    from_step = StrictIntegerField(min_value=0, help_text="The index of the last step the fork keeps.")
+    mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
+    input = StrictCharField(min_length=1, required=False, help_text="An edited input (text) for the fork.")
+    tool_output = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=100000,
+        help_text="An edited result for step `from_step`, which must be a tool's: the fork's model sees this instead.",
+    )
+    provider = StrictCharField(max_length=32, required=False)
+    model = StrictCharField(max_length=200, required=False)
+    max_turns = StrictIntegerField(**bounds("max_turns"), required=False)
+    timeout_s = StrictFloatField(**bounds("timeout_s"), required=False)
+    instructions = StrictCharField(max_length=8000, required=False, allow_blank=True)
+    temperature = StrictFloatField(**bounds("temperature"), required=False)
+    max_output_tokens = StrictIntegerField(**bounds("max_output_tokens"), required=False)
 
 
 class AdvanceSerializer(serializers.Serializer):

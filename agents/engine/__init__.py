@@ -15,6 +15,7 @@ from agents.engine.types import (
     StopReason,
     ToolCall,
     ToolSpec,
+    ToolWaits,
     Usage,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "StopReason",
     "ToolCall",
     "ToolSpec",
+    "ToolWaits",
     "Toolset",
     "Usage",
     "advance",

@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 
 from agents.engine.schemas import SchemaUnusable, first_error
-from agents.engine.types import Tool
+from agents.engine.types import Tool, ToolWaits
 from agents.engine.wrapping import prepare
 
 
@@ -110,7 +110,9 @@ def _call_with_timeout(tool: Tool, arguments: dict[str, Any], context: Any, time
     return str(box.get("value", ""))
 
 
-def run_tool(toolset: Toolset, name: str, arguments: Any, timeout_s: float, step: int | None = None) -> ToolResult:
+def run_tool(
+    toolset: Toolset, name: str, arguments: Any, timeout_s: float, step: int | None = None, call_id: str | None = None
+) -> ToolResult:
     """Validate and run one call; unknown tools, bad arguments, errors and timeouts become error results.
 
     `step` is the index the call's tool step will take: a host context with `for_call` derives the call's
@@ -131,18 +133,20 @@ def run_tool(toolset: Toolset, name: str, arguments: Any, timeout_s: float, step
         return _error(toolset, f"Invalid arguments for tool '{name}': {problem}. Fix them and try again.")
     try:
         output = _call_with_timeout(
-            tool, arguments, _call_context(toolset.context, step), min(tool.timeout_s, timeout_s)
+            tool, arguments, _call_context(toolset.context, step, call_id), min(tool.timeout_s, timeout_s)
         )
     except TimeoutError as exc:
         return _error(toolset, f"Tool '{name}' {exc}.")
+    except ToolWaits:
+        raise  # not a failure: the result comes later (the engine ends the unit)
     except Exception as exc:  # noqa: BLE001 - a tool failure is an observation the model can recover from
         return _error(toolset, f"Tool '{name}' failed: {exc or type(exc).__name__}")
     return ToolResult(prepare(output, toolset.max_output_chars), False)
 
 
-def _call_context(context: Any, step: int | None) -> Any:
+def _call_context(context: Any, step: int | None, call_id: str | None = None) -> Any:
     for_call = getattr(context, "for_call", None)
-    return for_call(step) if step is not None and callable(for_call) else context
+    return for_call(step, call_id) if step is not None and callable(for_call) else context
 
 
 def _error(toolset: Toolset, message: str) -> ToolResult:

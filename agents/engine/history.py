@@ -1,25 +1,81 @@
 """A thread's earlier runs as the turns a model sees before the new input (API.md v1.1, "Threads").
 
 Each earlier run is one user turn (its input) and one assistant turn (its final answer, or a note of how it stopped);
-tool steps are not replayed. The service reads the runs; this module bounds and renders them (pure functions).
+tool steps are not replayed as tool messages. A run cancelled before it finished (interrupted by a newer run on its
+thread, docs/double-texting.md) says in its note what it had done so far: its tool calls and their outputs, briefly
+(`calls_so_far`), so a later run knows what already happened. The service reads the runs; this module bounds and
+renders them (pure functions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agents.engine import parts
+from agents.engine import parts, wrapping
 
 NO_ANSWER = "(No final answer: that run stopped with {reason}.)"
+STOPPED_AFTER = (
+    "(No final answer: that run stopped with {reason} before it finished. What it had done so far:\n{calls})"
+)
+CALLS_SHOWN = 8  # an unfinished run's latest calls shown in a later turn (the earlier ones are counted)
+OUTPUT_SHOWN = 500  # characters of each call's output
+ARGUMENTS_SHOWN = 300  # characters of each call's arguments (as JSON)
 
 
 def answer_text(turn: dict[str, Any]) -> str:
-    """What the assistant said in an earlier run: its final answer, else how the run stopped (never empty)."""
+    """What the assistant said in an earlier run: its final answer, else how the run stopped (never empty), with
+    what it had done so far when the turn lists its calls."""
     output = turn.get("output")
     if turn.get("stop_reason") == "final_answer" and isinstance(output, str) and output.strip():
         return output
-    return NO_ANSWER.format(reason=turn.get("stop_reason") or "no answer")
+    reason = turn.get("stop_reason") or "no answer"
+    calls = turn.get("calls")
+    if not calls:
+        return NO_ANSWER.format(reason=reason)
+    lines = [f"- ({turn['earlier_calls']} earlier tool calls not shown)"] if turn.get("earlier_calls") else []
+    lines += [_call_line(call) for call in calls]
+    return STOPPED_AFTER.format(reason=reason, calls="\n".join(lines))
+
+
+def _call_line(call: dict[str, Any]) -> str:
+    """One call of an unfinished run: the tool, its arguments and its output (wrapped as every tool output is)."""
+    head = wrapping.neutralise(f"- {call.get('tool')} {call.get('arguments')}")
+    output = call.get("output")
+    if not isinstance(output, str):
+        return f"{head}: not run"
+    return f"{head} {'failed' if call.get('is_error') else 'returned'}:\n{wrapping.wrap(wrapping.neutralise(output))}"
+
+
+def calls_so_far(steps: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The tool calls a run made, in order, for a later turn to show of it: `(calls, earlier)`, the latest
+    CALLS_SHOWN calls and how many earlier ones were left out. `steps`: the run's steps as events (`kind` and their
+    data). Each call is `{"tool", "arguments", "output"}` (arguments as JSON text, both cut to a bound; output None
+    when the call was not run: the run stopped first, or it waited for a decision) and `is_error` when it failed."""
+    calls: list[dict[str, Any]] = []
+    asked: dict[Any, dict[str, Any]] = {}
+    for step in steps:
+        if step.get("kind") == "model":
+            for call in step.get("tool_calls") or []:
+                entry = {"tool": call.get("name"), "arguments": _arguments(call.get("arguments")), "output": None}
+                asked[call.get("id")] = entry
+                calls.append(entry)
+        elif step.get("kind") == "tool":
+            found = asked.get(step.get("call_id"))
+            if found is None:
+                found = {"tool": step.get("name"), "arguments": _arguments(step.get("arguments")), "output": None}
+                calls.append(found)
+            output = step.get("output")
+            found["output"] = wrapping.cut(wrapping.neutralise(output if isinstance(output, str) else ""), OUTPUT_SHOWN)
+            if step.get("is_error"):
+                found["is_error"] = True
+    return calls[-CALLS_SHOWN:], max(len(calls) - CALLS_SHOWN, 0)
+
+
+def _arguments(arguments: Any) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
+    return wrapping.cut(wrapping.neutralise(text), ARGUMENTS_SHOWN)
 
 
 def size(turn: dict[str, Any]) -> int:

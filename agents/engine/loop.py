@@ -27,6 +27,7 @@ from agents.engine.types import (
     StopReason,
     ToolCall,
     ToolSpec,
+    ToolWaits,
 )
 
 
@@ -99,7 +100,7 @@ def advance(
     if state.status == Status.AWAITING_APPROVAL:
         raise EngineError("the run is awaiting approval")
     state = state.copy()
-    state.status = Status.RUNNING
+    state.status, state.waiting = Status.RUNNING, None
     rec = _Recorder(state, clock, interrupt, live)
     if pending_calls(state):
         _run_pending(rec, toolset)
@@ -143,6 +144,7 @@ def decide(
         raise EngineError(problem)
     chosen = {d["call_id"]: d for d in decisions}
     state = state.copy()
+    state.waiting = None
     rec = _Recorder(state, clock, interrupt, live)
     for call in pending_calls(state):
         decision = chosen.get(call.id)
@@ -178,6 +180,7 @@ def resume_calls(
     if state.status != Status.RUNNING:
         raise EngineError("the run is not running")
     state = state.copy()
+    state.waiting = None
     rec = _Recorder(state, clock, interrupt, live)
     _run_pending(rec, toolset)
     _after_unit(rec)
@@ -333,7 +336,13 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
         arguments = approval["arguments"] if approval else call.arguments
         if rec.live is not None:
             rec.live.tool_started(call.id, call.name, arguments)
-        result = run_tool(toolset, call.name, arguments, state.deadline - now, step=len(state.steps))
+        try:
+            result = run_tool(
+                toolset, call.name, arguments, state.deadline - now, step=len(state.steps), call_id=call.id
+            )
+        except ToolWaits as exc:  # the call stays pending; the host takes the run up again when its result is there
+            state.waiting = exc.ref
+            return None
         latency = _ms(rec.clock() - now)
         if rec.live is not None:
             rec.live.tool_finished(call.id, call.name, result.is_error, latency)

@@ -42,6 +42,9 @@ class RunState:
     # The input as a list of parts when it has images (agents.engine.parts); None for a string input, which `input`
     # holds. `input` is then the text of the parts (what a text-only reader sees).
     input_parts: list[dict[str, Any]] | None = None
+    # What the unit that just ended waits for (a tool raised ToolWaits: e.g. a child run's id), else None. Not
+    # stored: a run taken up again calls the tool again, which answers or waits again.
+    waiting: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -148,6 +148,17 @@ class LiveSink(Protocol):
     def tool_finished(self, call_id: str, tool: str, is_error: bool, latency_ms: int) -> None: ...
 
 
+class ToolWaits(Exception):
+    """Raised by a tool whose result is not ready and will not be for a while: a sub-agent's run that goes on
+    elsewhere, or waits for a human. The call stays pending and the unit ends (`RunState.waiting` names what it
+    waits for); the host stores the run, holds nothing meanwhile, and advances it again once the result is there:
+    the tool is then called again with the same arguments and call id, and answers at once."""
+
+    def __init__(self, ref: str, message: str = "") -> None:
+        super().__init__(message or f"waiting for {ref}")
+        self.ref = ref
+
+
 class HostStop(Exception):
     """Raised by a model (a host's wrapper of it) before it makes the call: a budget the host keeps is exhausted
     (e.g. the user's daily token quota). The engine stops the run with `reason`; no call was made, no turn counted."""

@@ -35,6 +35,8 @@ _SPLIT = re.compile(r",|;|\bthen\b|\band then\b", re.I)
 _RECALL = re.compile(r"^\s*what do you (?:remember|know|recall) about\s+(.+?)[?.!\s]*$", re.I | re.S)
 _REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?\s+(.+?)[.!\s]*$", re.I | re.S)
 _SEARCH = re.compile(r"^\s*(?:please\s+)?(?:search|look up)(?:\s+the web)?(?:\s+for)?\s+(.+?)[?.!\s]*$", re.I | re.S)
+# "Ask maths: what is 12*7?": hand the task to the agent `maths`, a sub-agent of the run (its tool agent_maths).
+_ASK = re.compile(r"^\s*(?:please\s+)?ask\s+(?:the\s+agent\s+)?([A-Za-z0-9_-]+)\s*(?::|to\b)\s*(.+?)\s*$", re.I | re.S)
 DENIED_PREFIX = DENIED.split("{")[0]
 REFLECT_MARK = REFLECT.split("{")[0]
 RETRY_MARK = RETRY.split("{")[0]
@@ -44,7 +46,8 @@ _IT = r"(?:it|that|this|the result|the answer)"
 
 HELP = (
     "I can't answer that: I am the offline demo model, so I only know a few tricks: arithmetic with the calculator "
-    '("What is 12*7, plus 1?"), "remember that …", "what do you remember about …?" and "search …". '
+    '("What is 12*7, plus 1?"), "remember that …", "what do you remember about …?", "search …" and '
+    '"ask <agent>: …" (a sub-agent). '
     "For real answers, configure a provider: set OPENAI_API_KEY (or ANTHROPIC_API_KEY, XAI_API_KEY, HF_TOKEN, "
     "OPENROUTER_API_KEY) and choose it with provider=openai (or anthropic, xai, huggingface, openrouter)."
 )
@@ -153,6 +156,9 @@ class DemoProvider(Provider):
             match = pattern.match(goal)
             if match:
                 return _single_tool(tool, {key: match.group(1).strip()}, observations, available)
+        ask = _ASK.match(goal)
+        if ask:
+            return _single_tool(f"agent_{ask.group(1)}", {"input": ask.group(2)}, observations, available)
         return _Plan(thought="This is not something the demo model can do.", answer=HELP)
 
 

@@ -20,7 +20,7 @@ from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, StopReason
 from agents.providers import ProviderConfigError
-from agents.runs import doorbell, leases, live, persist, rows, runtime, signals, store
+from agents.runs import doorbell, leases, live, persist, rows, runtime, signals, store, tree
 from agents.tasks import advance_in_background
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,11 @@ def cancel_run(*, run_id, actor=None) -> Run:
     doorbell.ring(run_id)
     run = Run.objects.get(pk=run_id)
     signals.run_done.send(sender=Run, run=run, facts=None)  # the conditional UPDATE made it done: once per run
+    for child_id in Run.objects.filter(parent_id=run_id).exclude(status=RunStatus.DONE).values_list("pk", flat=True):
+        try:
+            cancel_run(run_id=child_id, actor=actor)  # the children go with it (theirs too)
+        except RunFinished:
+            pass  # done meanwhile
     return run
 
 
@@ -151,7 +156,7 @@ def hold(run_id, statuses: list[str], start_budget: bool = False, facts: OwnerFa
     run, token, claimed = _claim(run_id, statuses, start_budget, owner_facts=facts is None)
     try:
         # A run no unit has committed yet (version 0: a queued run's first take) has no steps to read.
-        state = rows.state_from_rows(run, run.steps.order_by("index") if run.version else [])
+        state = rows.state_from_rows(run, rows.step_events(run) if run.version else [])
     except BaseException:
         leases.release(run_id, token)
         raise
@@ -191,6 +196,10 @@ def drive_held(held: store.Held, units: int | None, decision: dict | None = None
         if not held.released:
             leases.release(held.run.pk, held.token)
     if handed_back:
+        return held.result()
+    if held.state.waiting is not None:  # let go waiting on a child run: it is taken up when the child is done
+        signals.run_waiting.send(sender=Run, run=held.run, child_id=held.state.waiting)
+        held.run.status = Run.objects.filter(pk=held.run.pk).values_list("status", flat=True).first() or "done"
         return held.result()
     if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
         enqueue(held.run)  # driven part of the way (a decision, a step): a worker carries it on
@@ -241,10 +250,12 @@ def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
     )
     record_only = decision.get("record_only", False)
     store.commit_unit(held, state, events, release=record_only)
+    if run.parent_id is not None:
+        tree.unmirror(run)  # the ancestors that showed this pause wait on this run again
     if record_only:
         return
     state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt, live=held.live)
-    store.commit_unit(held, state, events, release=last or state.status != RunStatus.RUNNING)
+    store.commit_unit(held, state, events, release=last or state.status != RunStatus.RUNNING or _waits(state))
 
 
 def _units(held: store.Held, units: int | None) -> None:
@@ -258,7 +269,9 @@ def _units(held: store.Held, units: int | None) -> None:
         return store.commit_unit(held, state, [], release=True)
     held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.facts, held.run.pk)
     model, toolset, done = Unheld(model, held.admission, held), runtime.build_toolset(held.run), 0
-    while held.state.status == RunStatus.RUNNING and (units is UNTIL_STOPPED or done < units):
+    while (
+        held.state.status == RunStatus.RUNNING and not _waits(held.state) and (units is UNTIL_STOPPED or done < units)
+    ):
         _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units)
         done += 1
 
@@ -269,10 +282,16 @@ def _unit(held: store.Held, model, toolset, last_unit: bool) -> None:
     clock, stop, sink = runtime.clock, held.interrupt, held.live
     state, events = engine.advance(held.state, model, toolset, clock, stop, reply_only=True, live=sink)
     calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
-    store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or (last_unit and not calls_wait))
-    if calls_wait and held.state.status == RunStatus.RUNNING:
+    released = state.status != RunStatus.RUNNING or _waits(state) or (last_unit and not calls_wait)
+    store.commit_unit(held, state, events, release=released)
+    if calls_wait and held.state.status == RunStatus.RUNNING and not _waits(held.state):
         state, events = engine.advance(held.state, model, toolset, clock, stop, live=sink)
-        store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or last_unit)
+        store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or last_unit or _waits(state))
+
+
+def _waits(state) -> bool:
+    """Whether the unit ended waiting on something that comes later (a child run): the run is let go meanwhile."""
+    return state.waiting is not None
 
 
 class Unheld:

@@ -245,7 +245,8 @@ def _claim_sql(vendor: str, statuses: int, queued: bool, facts: bool) -> str:
     """One conditional UPDATE that takes a free lease and returns the run as taken (PostgreSQL; SQLite ≥ 3.35).
 
     `queued`: the run must be queued; it becomes running with a new deadline. Otherwise it must have one of
-    `statuses` and a queued one becomes running. `facts`: the owner's quota facts come along (`_owner_facts_sql`)."""
+    `statuses` and a queued one becomes running. `facts`: the owner's quota facts come along (`_owner_facts_sql`).
+    A run waiting for its thread's earlier runs (`thread_queued`, agents/runs/multitask.py) is never taken."""
     q = connection.ops.quote_name
     columns = _run_reader(vendor)[0]
     sets = [f"{q('lease_owner')} = %s", f"{q('lease_expires')} = %s"]
@@ -258,7 +259,7 @@ def _claim_sql(vendor: str, statuses: int, queued: bool, facts: bool) -> str:
     returning = columns + (f", {_owner_facts_sql(vendor)}" if facts else "")
     return (
         f"UPDATE {q(Run._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608 - our own table and columns
-        f"WHERE {q('id')} = %s AND {status} AND {_free(q)} RETURNING {returning}"
+        f"WHERE {q('id')} = %s AND {status} AND {q('thread_queued')} = %s AND {_free(q)} RETURNING {returning}"
     )
 
 
@@ -267,7 +268,7 @@ def _queued_timeout_sql(vendor: str) -> str:
     q = connection.ops.quote_name
     return (
         f"SELECT {q('timeout_s')} FROM {q(Run._meta.db_table)} "  # noqa: S608 - our own table and columns
-        f"WHERE {q('id')} = %s AND {q('status')} = %s AND {_free(q)}"
+        f"WHERE {q('id')} = %s AND {q('status')} = %s AND {q('thread_queued')} = %s AND {_free(q)}"
     )
 
 
@@ -276,7 +277,7 @@ def claim(
 ) -> tuple[Run, OwnerFacts | None] | None:
     """Take the run's lease if it has one of `statuses` and its lease is free (a queued run becomes running), in one
     statement that returns the run as taken, and with `owner_facts` its owner's quota override and webhook flag
-    (else None); None when nothing matched."""
+    (else None); None when nothing matched (a run waiting its turn on its thread, too)."""
     db = _db()
     dt, pk = _adapters(Run, ("lease_expires", "id"), db.vendor)
     sql = _claim_sql(db.vendor, len(statuses), False, owner_facts)
@@ -287,24 +288,25 @@ def claim(
         RunStatus.RUNNING.value,
         pk(run_id, connection=db),
     ]
-    return _claimed(db, sql, [*params, *map(str, statuses), "", dt(now, connection=db)], owner_facts)
+    return _claimed(db, sql, [*params, *map(str, statuses), False, "", dt(now, connection=db)], owner_facts)
 
 
 def claim_queued(run_id, token: str, now, until, *, owner_facts: bool = False) -> tuple[Run, OwnerFacts | None] | None:
     """Take a queued run whose lease is free, its time budget starting `now` (its deadline becomes now + its
-    timeout_s): reads its timeout, then claims it as `claim` does; None when it is not queued (or not free)."""
+    timeout_s): reads its timeout, then claims it as `claim` does; None when it is not queued (or not free, or waits
+    its turn on its thread)."""
     db = _db()
     dt, pk = _adapters(Run, ("lease_expires", "id"), db.vendor)
     run_pk, free = pk(run_id, connection=db), ["", dt(now, connection=db)]
     with db.cursor() as cursor:
-        cursor.execute(_queued_timeout_sql(db.vendor), [run_pk, RunStatus.QUEUED.value, *free])
+        cursor.execute(_queued_timeout_sql(db.vendor), [run_pk, RunStatus.QUEUED.value, False, *free])
         row = cursor.fetchone()
     if row is None:
         return None
     deadline = dt(now + timedelta(seconds=row[0]), connection=db)
     sql = _claim_sql(db.vendor, 1, True, owner_facts)
     params = [token, dt(until, connection=db), RunStatus.RUNNING.value, deadline, run_pk, RunStatus.QUEUED.value]
-    return _claimed(db, sql, [*params, *free], owner_facts)
+    return _claimed(db, sql, [*params, False, *free], owner_facts)
 
 
 def _claimed(db, sql: str, params: list[Any], owner_facts: bool) -> tuple[Run, OwnerFacts | None] | None:

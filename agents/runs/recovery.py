@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from agents.models import Run, RunMode, RunStatus
-from agents.runs import drive, leases
+from agents.runs import drive, leases, multitask
 
 log = logging.getLogger(__name__)
 
@@ -23,16 +23,24 @@ def sweep_orphans() -> list[str]:
     or that has no lease and was last touched two leases ago, and that no live task will pick up: a ready task is
     live; a running one only if it started less than two leases ago (a task worker that is alive renews its run's
     lease, so a stale run under an older running task means that worker died: the task is marked failed). A sync run
-    whose HTTP worker died continues as a background run.
+    whose HTTP worker died continues as a background run. A parent waiting on an unfinished child run holds no lease
+    by design: it is not an orphan (the child's end takes it up again). Nor is a run waiting its turn on its thread
+    (`thread_queued`): it starts when the thread's earlier runs are done; a thread whose runs wait while none is
+    active (their starter died) has its next run started here (multitask.start_stalled), and those ids come first.
     """
+    stalled = multitask.start_stalled()
     now = timezone.now()
     lost_before = now - timedelta(seconds=2 * leases.lease_s())
     stale = Q(lease_owner="", updated_at__lt=lost_before) | Q(lease_expires__lt=now)
+    unfinished = [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL]
     candidates = list(
-        Run.objects.filter(stale, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(mode=RunMode.STEP)[:500]
+        Run.objects.filter(stale, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+        .exclude(mode=RunMode.STEP)
+        .exclude(thread_queued=True)  # waits its turn on its thread: never started early
+        .exclude(children__status__in=unfinished)[:500]  # a parent waiting on its child holds no lease: not lost
     )
     if not candidates:
-        return []
+        return stalled
     tasks = DBTaskResult.objects.filter(status__in=["READY", "RUNNING"])
     live: set[str] = set()
     dead: list[int] = []
@@ -46,7 +54,7 @@ def sweep_orphans() -> list[str]:
         if str((task.args_kwargs.get("args") or [""])[0]) in stale_ids:  # else its run is held: not ours to judge
             task.set_failed(leases.WorkerLost("The worker running this task stopped renewing its run's lease."))
             log.warning("task %s lost its worker; its run goes back on the queue", task.pk)
-    handed: list[str] = []
+    handed: list[str] = stalled
     for run in candidates:
         if str(run.pk) not in live and drive.continue_elsewhere(run):
             handed.append(str(run.pk))

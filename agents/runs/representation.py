@@ -66,11 +66,33 @@ def run_json(run: Run) -> dict:
         "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
         "sensitive_tools": run.sensitive_tools, "pending_action": actions[0] if actions else None,
         "pending_actions": actions, "error": run.error,
-        "usage": usage_json(run), "created_at": when(run.created_at), "updated_at": when(run.updated_at),
+        "usage": usage_json(run), "parent": parent_json(run), "forked_from": forked_from_json(run),
+        "created_at": when(run.created_at), "updated_at": when(run.updated_at),
     }  # fmt: skip
     if not run.max_reflections:
         data.pop("max_reflections")  # shown only when used: the run object stays as it was before reflections
     return data
+
+
+def parent_json(run: Run) -> dict | None:
+    """A child run's parent and the model step whose call started it (null for a run a client started)."""
+    if run.parent_id is None:
+        return None
+    return {"run": str(run.parent_id), "step": run.parent_step}
+
+
+def forked_from_json(run: Run) -> dict | None:
+    """A fork's original run and the step it continues after (null for a run that is not a fork)."""
+    if run.forked_from_run is None:
+        return None
+    return {"run": str(run.forked_from_run), "step": run.forked_from_step}
+
+
+def children_ids(run: Run) -> list[str]:
+    """The run's child runs, oldest first (one query; none for a run that cannot call sub-agents)."""
+    if not run.subagents:
+        return []
+    return [str(pk) for pk in Run.objects.filter(parent_id=run.pk).order_by("created_at").values_list("pk", flat=True)]
 
 
 def step_json(step: Step) -> dict:
@@ -87,4 +109,4 @@ def step_json(step: Step) -> dict:
 
 def run_detail_json(run: Run) -> dict:
     """The run object with its steps, in order."""
-    return {**run_json(run), "steps": [step_json(step) for step in run.steps.all()]}
+    return {**run_json(run), "children": children_ids(run), "steps": [step_json(step) for step in run.steps.all()]}

@@ -14,7 +14,7 @@ from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus
 from agents.permissions import can_decide
-from agents.runs import drive, leases
+from agents.runs import drive, leases, tree
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,14 @@ def decide_approval(
             if run.status == RunStatus.DONE
             else RunBusy("The run is not awaiting approval.", status=run.status)
         )
+    leaf = tree.paused_leaf(run) if tree.is_mirrored(run) else None
+    if leaf is not None:  # the run shows a child's pause: the decision is the child's, and the run goes on after it
+        return _decide_for_child(
+            run,
+            leaf,
+            continue_run,
+            dict(actor=actor, approved=approved, arguments=arguments, reason=reason, decisions=decisions, facts=facts),
+        )
     if decisions is None:
         if approved is None:
             raise InvalidRequest({"approval": ["Send approval true or false, or decisions."]})
@@ -96,6 +104,26 @@ def decide_approval(
         drive.UNTIL_STOPPED if (run.mode == RunMode.SYNC or (continue_run and not background)) else drive.RECORD_ONLY
     )
     return drive.work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, facts=facts)
+
+
+def _decide_for_child(run: Run, leaf: Run, continue_run: bool, decision: dict) -> Run:
+    """A decision sent to a run that shows its descendant's pause is that descendant's. A sync run (or, from the
+    console, a step run) then goes on here, as after a decision of its own: the runs between it and the child are
+    left to it (a child's end would queue them), and its repeated calls find their children's answers."""
+    here = run.mode == RunMode.SYNC or (continue_run and run.mode == RunMode.STEP)
+    chain = []
+    for ancestor in tree.ancestors(leaf) if here else []:
+        chain.append(ancestor)
+        if ancestor == run.pk:
+            break
+    with tree.taking_up(chain):
+        decide_approval(run_id=leaf.pk, continue_run=continue_run, **decision)
+    if here:
+        try:
+            return drive.execute(run_id=run.pk, facts=decision["facts"])
+        except (RunBusy, RunFinished):
+            pass  # the child's pause came back, or the run was cancelled meanwhile
+    return Run.objects.get(pk=run.pk)
 
 
 EXPIRED = "expired"

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from agents.engine import RunState
 from agents.models import Run, Step
+from agents.runs import tree
 
 
 def to_epoch(moment: datetime) -> float:
@@ -21,14 +22,21 @@ def from_epoch(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def state_from_rows(run: Run, steps: Iterable[Step]) -> RunState:
-    """Rebuild the engine state from the run row and its steps."""
+def step_events(run: Run) -> list[dict]:
+    """The run's steps as the engine's events, in order: read as plain values, not model objects (a take reads them
+    all, so building a Step object per step made each advance of a long step run cost more than the last)."""
+    values = run.steps.order_by("index").values_list("index", "kind", "latency_ms", "data")
+    return [{"index": index, "kind": kind, "latency_ms": latency, **data} for index, kind, latency, data in values]
+
+
+def state_from_rows(run: Run, steps: Iterable[Step] | list[dict]) -> RunState:
+    """Rebuild the engine state from the run row and its steps (Step rows, or events from `step_events`)."""
     return RunState(
         input=run.input,
         protocol=run.protocol,
         max_turns=run.max_turns,
         deadline=to_epoch(run.deadline),
-        tools=list(run.tools),
+        tools=list(run.tools) + [tree.tool_name(agent) for agent in run.subagents],
         sensitive_tools=list(run.sensitive_tools),
         status=run.status,
         stop_reason=run.stop_reason,
@@ -40,7 +48,7 @@ def state_from_rows(run: Run, steps: Iterable[Step]) -> RunState:
         attempt_start_turn=run.attempt_start_turn,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
-        steps=[s.as_event() for s in steps],
+        steps=[s if isinstance(s, dict) else s.as_event() for s in steps],
         history=list(run.history),
         instructions=run.instructions,
         temperature=run.temperature,

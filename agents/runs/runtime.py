@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from django.conf import settings
 
@@ -56,10 +56,23 @@ def sensitive_names(names: list[str] | None, also: Collection[str] = ()) -> list
     return sorted(floor | {t.name for t in tools if is_sensitive(t, floor)} | set(also))
 
 
+# Where a run's tools beyond the registry's come from: each source gives the tools of a run (its sub-agents: added by
+# agents/runs/children.py when the app is ready, as that module drives runs and so sits above this one).
+_tool_sources: list[Callable[[Run], dict[str, Tool]]] = []
+
+
+def add_tool_source(source: Callable[[Run], dict[str, Tool]]) -> None:
+    if source not in _tool_sources:
+        _tool_sources.append(source)
+
+
 def build_toolset(run: Run) -> Toolset:
     """The run's tools with a host-injected context: the owner comes from the run, never from the model."""
     context = ToolContext(user_id=run.owner_id, run_id=str(run.id))
-    return Toolset(tools=run_tools(run.tools), context=context, max_output_chars=settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+    tools = run_tools(run.tools)
+    for source in _tool_sources:
+        tools |= source(run)
+    return Toolset(tools=tools, context=context, max_output_chars=settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
 
 
 def run_tools(names: list[str] | None) -> dict[str, Tool]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from agents.engine import RunState
 from agents.engine import pending_actions as engine_pending_actions
 from agents.models import Run
+from agents.runs import tree
 
 
 def pending_actions(run: Run) -> list[dict]:
@@ -16,6 +17,9 @@ def pending_actions(run: Run) -> list[dict]:
     """
     if run.status != "awaiting_approval":
         return []
+    if tree.is_mirrored(run):  # the pause it shows is a child's: the child's calls, each naming its run
+        leaf = tree.paused_leaf(run)
+        return [{**action, "run": str(leaf.pk)} for action in pending_actions(leaf)] if leaf is not None else []
     state = getattr(run, "engine_state", None)  # a run a service just drove: its state is still in memory
     if state is None:
         steps = getattr(run, "paused_steps", None)

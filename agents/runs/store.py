@@ -18,7 +18,7 @@ from agents.errors import RunBusy
 from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunStatus
-from agents.runs import doorbell, leases, persist, rows, signals
+from agents.runs import doorbell, leases, persist, rows, signals, tree
 from agents.runs.live import Publisher
 from reactsite.serving import green
 
@@ -36,6 +36,8 @@ class Held:
         self.fresh = True  # stored (inserted or committed) since the last cancellation check
         self.released = False
         self.live: Publisher | None = None  # where the reply as it is written and tool calls in progress go
+        # A child run's ancestors (their event streams carry its steps: its commits ring them too).
+        self.ancestors = tree.ancestors(run) if run.parent_id is not None else []
 
     def interrupt(self) -> bool:
         """Checked by the engine before each model and tool call: has someone cancelled the run?
@@ -126,6 +128,8 @@ def commit_unit(held: Held, state: RunState, events: list[dict], *, release: boo
         held.admission.leave()  # the call's tokens are counted now (the commit's trigger): its reservation goes
     if not rings:
         doorbell.ring(run.pk)  # committed: streams waiting on this run wake now
+    for ancestor in held.ancestors:
+        doorbell.ring(ancestor)
     _log_commit(run, state, events)
     _announce(run, before, state.status, held.facts)
 
@@ -143,10 +147,16 @@ def _announce(run: Run, before: str, after: str, facts: OwnerFacts | None = None
     if after == before or after not in (RunStatus.DONE, RunStatus.AWAITING_APPROVAL):
         return
     signal = signals.run_done if after == RunStatus.DONE else signals.run_awaiting_approval
-    if connection.in_atomic_block:
-        transaction.on_commit(lambda: signal.send(sender=Run, run=run, facts=facts))
-    else:
+
+    def tell() -> None:
+        if after == RunStatus.AWAITING_APPROVAL and run.parent_id is not None:
+            tree.mirror_awaiting(run)  # a child's pause shows on the ancestors waiting on it
         signal.send(sender=Run, run=run, facts=facts)
+
+    if connection.in_atomic_block:
+        transaction.on_commit(tell)
+    else:
+        tell()
 
 
 def _expiry(run: Run, before: str, after: str, now):
@@ -163,6 +173,9 @@ def _cancelled(held: Held, state: RunState, fields: dict) -> None:
     calls this unit paid for still count in the run's usage."""
     counters = {k: fields[k] for k in ("turns", "reflections", "prompt_tokens", "completion_tokens")}
     if not leases.release(held.run.pk, held.token, **counters):
+        if not Run.objects.filter(pk=held.run.pk).exists():
+            held.released = True
+            raise RunBusy("The run was deleted meanwhile (a newer run on its thread rolled it back).")
         raise RunBusy("This worker lost the run's lease.")
     committed = held.state.steps
     held.run.refresh_from_db()

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -16,7 +17,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from agents.engine import history as thread_history
 from agents.engine import parts, schemas
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.errors import InvalidRequest, NotAllowed, ThreadBusy, UnknownTool
@@ -25,10 +25,14 @@ from agents.limits.owners import OwnerFacts
 from agents.models import Agent, Run, RunMode, RunStatus, Thread
 from agents.permissions import can_invoke_sensitive
 from agents.providers import ProviderConfigError, accepts_images, validate_choice
-from agents.runs import drive, idempotency, leases, persist, rows, runtime, store
+from agents.runs import drive, idempotency, leases, multitask, persist, rows, runtime, store
 from agents.tools import ToolContext
 
 log = logging.getLogger(__name__)
+
+
+# What a run created on a thread that has a run in progress does (API: `multitask_strategy`; agents/runs/multitask.py).
+MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,19 @@ class RunOptions:
     max_output_tokens: int | None = None
     output_schema: dict | None = None
     input_parts: list[dict] | None = None  # the input as a list of parts (checked by the API), or None for a string
+    agents: list[str] | None = None  # agents this run may call as tools (from its agent)
+    child_of: ChildLink | None = None  # a sub-agent's run: the parent call that starts it (agents/runs/children.py)
+    multitask_strategy: str = "reject"  # with thread_id, when the thread has a run in progress (MULTITASK_STRATEGIES)
+
+
+@dataclass(frozen=True)
+class ChildLink:
+    """Where a child run comes from: its parent run, the model step and call that asked for it, its depth."""
+
+    parent_id: uuid.UUID
+    step: int | None
+    call_id: str
+    depth: int
 
 
 def submit_run(*, owner, options: RunOptions, key_id: int | None = None, facts: OwnerFacts | None = None) -> Run:
@@ -60,11 +77,15 @@ def submit_run(*, owner, options: RunOptions, key_id: int | None = None, facts: 
     owner's daily token quota: QuotaExceeded (429), and nothing is stored. A sync run whose process is stopping (a
     deploy) is handed back to the queue and returned as it is, continuing in the background. `facts`: what the
     request read about the owner with its credentials (spares the quota's query).
+
+    On a thread with a run in progress, `options.multitask_strategy` decides (agents/runs/multitask.py): with
+    `enqueue` the run is returned waiting its turn (status queued, `thread_queued`), neither driven nor queued now.
     """
     if options.mode == RunMode.BACKGROUND:
         with transaction.atomic():  # the run and its task commit together: no run is left without a task
             run = start_run(owner=owner, options=options, key_id=key_id, facts=facts)
-            drive.enqueue(run)
+            if not run.thread_queued:  # a waiting run's task is queued when its turn comes
+                drive.enqueue(run)
         return run
     token = uuid.uuid4().hex
     # Inserted already held by this worker, which calls the model next: like a unit's commit that a model call
@@ -72,6 +93,8 @@ def submit_run(*, owner, options: RunOptions, key_id: int | None = None, facts: 
     # for it, and so makes the run durable before any response tells the client about it.
     relaxed = settings.AGENT_RELAXED_COMMITS
     run = start_run(owner=owner, options=options, lease_owner=token, relaxed=relaxed, key_id=key_id, facts=facts)
+    if run.thread_queued:  # waits for its thread's earlier runs: it starts when they are done
+        return run
     held = store.Held(run, token, rows.state_from_rows(run, []), facts=facts.about(owner.pk) if facts else None)
     return drive.drive_held(held, drive.UNTIL_STOPPED if options.mode == RunMode.SYNC else drive.ONE_STEP)
 
@@ -91,7 +114,9 @@ def start_run(
 
     `new_thread` starts a thread for it (titled from its input) in the same transaction: a run that cannot start
     leaves no empty thread. `key_id`: an idempotency key bound to the run in the insert's transaction. Over the
-    owner's daily token quota: QuotaExceeded, and nothing is stored.
+    owner's daily token quota: QuotaExceeded, and nothing is stored. On a thread with a run in progress,
+    `options.multitask_strategy` decides (`_insert`); a run stored waiting its turn comes back not held, with
+    `thread_queued` set.
     """
     quotas.check_can_start(owner.pk, facts)
     if new_thread:
@@ -109,9 +134,10 @@ def start_run(
     _check_images(options, provider, model)
     names = _tool_names(options.tools, "tools")
     sensitive = runtime.sensitive_names(names, also=_tool_names(list(options.sensitive_tools), "sensitive_tools"))
-    thread, history = _thread_and_history(owner, options.thread_id, lambda: _image_budget(options, provider, model))
-    run = _new_run(owner, options, thread, history, provider, model, names, sensitive, lease_owner)
-    _insert(run, thread, key_id, relaxed)
+    thread = _thread_of(owner, options.thread_id)
+    run = _new_run(owner, options, thread, [], provider, model, names, sensitive, lease_owner)
+    budget = partial(_image_budget, options, provider, model)
+    _insert(run, thread, key_id, relaxed, strategy=options.multitask_strategy, image_budget=budget)
     return run
 
 
@@ -119,9 +145,15 @@ def _new_run(owner, options: RunOptions, thread, history, provider, model, names
     """The run row a checked request makes, with the defaults of what it left out (not stored yet)."""
     now = timezone.now()
     timeout_s = options.timeout_s if options.timeout_s is not None else settings.AGENT_DEFAULT_TIMEOUT_S
+    link = options.child_of
     run = Run(
         owner=owner,
         thread=thread,
+        parent_id=link.parent_id if link else None,
+        parent_step=link.step if link else None,
+        parent_call_id=link.call_id if link else "",
+        depth=link.depth if link else 0,
+        subagents=list(options.agents or []),
         history=history,
         agent=options.agent,
         instructions=options.instructions or "",
@@ -182,9 +214,20 @@ def _image_budget(options: RunOptions, provider: str, model: str) -> int:
     return settings.AGENT_MAX_IMAGES - len(parts.images(options.input_parts))
 
 
-def _insert(run: Run, thread: Thread | None, key_id: int | None, relaxed: bool) -> None:
-    """Store the new run; with a key, bind it in the same transaction; in a thread, only if the thread's latest run
-    is done (the thread's partial unique index refuses a second one: ThreadBusy), titling an untitled thread."""
+def _insert(
+    run: Run,
+    thread: Thread | None,
+    key_id: int | None,
+    relaxed: bool,
+    *,
+    strategy: str = "reject",
+    image_budget: Callable[[], int] = lambda: 0,
+) -> None:
+    """Store the new run; with a key, bind it in the same transaction. In a thread, one short transaction with the
+    thread locked: room is made as `strategy` says when a run is in progress (agents/runs/multitask.py: ThreadBusy,
+    or the run waits its turn, or the runs in progress are cancelled or rolled back), the run's history is read (the
+    thread's finished runs, an interrupted one's calls included), the run is stored and an untitled thread titled.
+    The thread's partial unique index stays the last word: a second active run is refused (ThreadBusy)."""
     if thread is None and key_id is None:
         persist.insert_run(run, relaxed=relaxed)
         return
@@ -195,7 +238,9 @@ def _insert(run: Run, thread: Thread | None, key_id: int | None, relaxed: bool) 
         return
     try:
         with transaction.atomic():
-            persist.insert_run(run, relaxed=relaxed)
+            multitask.make_room(thread, run, strategy)
+            run.history = multitask.history(thread.pk, image_budget=image_budget)
+            persist.insert_run(run, relaxed=relaxed and not run.thread_queued)  # a waiting run: no model call next
             if key_id is not None:
                 idempotency.bind(key_id, run.pk)
             title = Case(When(title="", then=Value(run.input[:80])), default=F("title"))
@@ -213,7 +258,7 @@ REQUEST_LIMITS = {**RUN_LIMITS, "max_reflections": (0, 5), "approval_ttl_s": (60
 
 AGENT_FIELDS = (
     "instructions", "provider", "model", "protocol", "tools", "max_turns", "timeout_s", "temperature",
-    "max_output_tokens", "output_schema",
+    "max_output_tokens", "output_schema", "agents",
 )  # fmt: skip
 
 
@@ -258,6 +303,9 @@ def agent_problems(agent) -> dict[str, list[str]]:
             _tool_names(names, field)
         except InvalidRequest as exc:
             problems.update(exc.detail)
+    problem = agents_problem(agent)
+    if problem:
+        problems["agents"] = [problem]
     for field, (low, high) in RUN_LIMITS.items():
         value = getattr(agent, field)
         if value is not None and not low <= value <= high:
@@ -269,19 +317,50 @@ def agent_problems(agent) -> dict[str, list[str]]:
     return problems
 
 
+def agents_problem(agent) -> str | None:
+    """Why the agents this agent lists (to call as tools) cannot be saved: not a list of names, an unknown agent, or
+    a cycle (A calls B calls A: a run could never end but by its budgets)."""
+    names = agent.agents
+    if names is None or names == []:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return "A list of agent names."
+    graph = {a.name: a.agents if isinstance(a.agents, list) else [] for a in Agent.objects.exclude(name=agent.name)}
+    unknown = sorted({n for n in names if n not in graph and n != agent.name})
+    if unknown:
+        return f"Unknown agent(s): {', '.join(unknown)}. Known: {', '.join(sorted(graph)) or 'none yet'}."
+    graph[agent.name] = names
+    path = _cycle(graph, agent.name)
+    if path:
+        return f"These agents would call each other in a cycle: {' -> '.join(path)}."
+    return None
+
+
+def _cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
+    """A path from `start` back to itself through `graph` (names -> the names they call), or None."""
+    stack, seen = [(start, [start])], set()
+    while stack:
+        name, path = stack.pop()
+        for nxt in graph.get(name, []):
+            if nxt == start:
+                return [*path, nxt]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
 def output_schema_problem(schema: Any) -> str | None:
     """Why `schema` is not a usable output schema (a valid JSON Schema object whose references all resolve inside
     it: nothing is ever fetched), or None."""
     return schemas.schema_problem(schema)
 
 
-def _thread_and_history(owner, thread_id, image_budget: Callable[[], int]) -> tuple[Thread | None, list[dict]]:
-    """The owner's thread and its earlier runs as the new run's history (bounded): two queries, however long.
-
-    Earlier runs with images bring their parts, within the new run's image budget (asked only then): the newest
-    images are kept, older ones become a note."""
+def _thread_of(owner, thread_id) -> Thread | None:
+    """The owner's thread the run continues (None without one); a malformed, unknown or foreign id is a 400. Its
+    history is read later, with the thread locked (`_insert`)."""
     if thread_id is None:
-        return None, []
+        return None
     try:
         thread_id = uuid.UUID(str(thread_id))
     except ValueError:
@@ -289,24 +368,7 @@ def _thread_and_history(owner, thread_id, image_budget: Callable[[], int]) -> tu
     thread = Thread.objects.filter(pk=thread_id, owner=owner).first()
     if thread is None:
         raise InvalidRequest({"thread_id": ["No thread with this id."]})
-    latest = Run.objects.filter(thread=thread).order_by("-created_at")
-    limit = max(settings.AGENT_THREAD_HISTORY_RUNS, 1)  # the latest run is read even with no history shown
-    turns = list(latest.values("input", "output", "stop_reason", "status", "input_parts")[:limit])
-    if turns and turns[0]["status"] != RunStatus.DONE:
-        raise ThreadBusy(f"This thread's latest run is {turns[0]['status']}; wait for it to finish or cancel it.")
-    turns = [_turn(t) for t in reversed(turns)]
-    kept = thread_history.bounded(turns, settings.AGENT_THREAD_HISTORY_RUNS, settings.AGENT_THREAD_HISTORY_CHARS)
-    if any("input_parts" in t for t in kept):
-        kept = thread_history.images_bounded(kept, image_budget())
-    return thread, kept
-
-
-def _turn(row: dict) -> dict:
-    """An earlier run as a history turn: its input (and its parts, when it had any), its answer, how it stopped."""
-    turn = {k: row[k] for k in ("input", "output", "stop_reason")}
-    if row["input_parts"] is not None:
-        turn["input_parts"] = row["input_parts"]
-    return turn
+    return thread
 
 
 def create_thread(*, owner, title: str = "") -> Thread:

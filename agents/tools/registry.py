@@ -20,10 +20,11 @@ class ToolContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # "<run id>:<step index>" of the call being run: the same on a resumed run's repeat of that call
     idempotency_key: str | None = None
+    call_id: str | None = None  # the id of the call being run (in a run)
 
-    def for_call(self, step: int) -> ToolContext:
+    def for_call(self, step: int, call_id: str | None = None) -> ToolContext:
         """This context for the call whose tool step takes index `step` (no key outside a run)."""
-        return replace(self, idempotency_key=f"{self.run_id}:{step}") if self.run_id else self
+        return replace(self, idempotency_key=f"{self.run_id}:{step}", call_id=call_id) if self.run_id else self
 
 
 ToolFunc = Callable[[dict[str, Any], ToolContext], str]

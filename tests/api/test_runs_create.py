@@ -39,11 +39,11 @@ def test_sync_run_answers_85_with_the_exact_run_object(api, alice):
 
 
 def test_run_object_has_exactly_the_contract_keys(api, alice):
-    """API.md's run object, no more and no less, on create, detail and list (detail adds only "steps")."""
+    """API.md's run object, no more and no less, on create, detail and list (detail adds "children" and "steps")."""
     created = create_run(api).json()
     assert set(created) == RUN_KEYS, set(created) ^ RUN_KEYS
     detail = api.get(f"{RUNS}/{created['id']}").json()
-    assert set(detail) == RUN_KEYS | {"steps"}, set(detail) ^ (RUN_KEYS | {"steps"})
+    assert set(detail) == RUN_KEYS | {"children", "steps"}, set(detail) ^ (RUN_KEYS | {"children", "steps"})
     listed = api.get(RUNS).json()["results"][0]
     assert set(listed) == RUN_KEYS, set(listed) ^ RUN_KEYS
 

@@ -48,6 +48,8 @@ FUZZ_SETTINGS = {
 }
 # A state conflict, not a bad request: the same Idempotency-Key sent earlier in the run with another body.
 RUN_CREATE_POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]
+# Which steps a run has is known only against the run (a `from_step` past its last step, or at its final answer: 400).
+FORK_POSITIVE_STATUSES = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 # Where a well-formed URL points is known only once its host is resolved (a private address, or no such host: 400).
 WEBHOOK_CREATE_POSITIVE_STATUSES = ["2xx", "3xx", "400", "401", "403", "404", "429"]
 
@@ -61,6 +63,10 @@ def _config() -> schemathesis.Config:
                 {
                     "include-operation-id": "api_v1_runs_create",
                     "checks": {"positive_data_acceptance": {"expected-statuses": RUN_CREATE_POSITIVE_STATUSES}},
+                },
+                {
+                    "include-operation-id": "api_v1_runs_fork_create",
+                    "checks": {"positive_data_acceptance": {"expected-statuses": FORK_POSITIVE_STATUSES}},
                 },
                 {
                     "include-operation-id": "api_v1_webhooks_create",

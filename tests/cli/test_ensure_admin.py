@@ -52,9 +52,11 @@ def test_creates_the_demo_agent_the_readme_uses_once_and_keeps_edits(db, monkeyp
     second = ensure_admin()
 
     assert "Created the demo agent 'support'" in first
+    assert "Created the demo agent 'maths'" in first and "Created the demo agent 'triage'" in first
     assert "demo agent" not in second
-    agent = Agent.objects.get()
+    agent = Agent.objects.get(name="support")
     assert (agent.name, agent.instructions, agent.sensitive_tools) == ("support", "edited by staff", ["remember"])
+    assert Agent.objects.get(name="triage").agents == ["maths"]  # the sub-agent example of docs/composition.md
 
 
 def test_a_deleted_demo_agent_comes_back(db, monkeypatch):

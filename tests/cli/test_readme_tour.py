@@ -19,7 +19,7 @@ from tests.cli.test_plain_shell import manage, plain_shell
 from tests.cli.test_readme_commands import README, shell_lines
 from tests.integration._support import ROOT
 
-SECTIONS = ("30-second tour", "An approval round trip")
+SECTIONS = ("30-second tour", "An approval round trip", "Agents that work together")
 MAKE_RUN = re.compile(r"^\s*(\w+=\S*\s+)*make run\b")
 
 
@@ -100,4 +100,6 @@ def test_the_tour_and_the_approval_round_trip_work_as_written(served):
     assert '"status":"awaiting_approval"' in out and '"tool":"remember"' in out
     assert '"approved": true' in out and "event: done" in out  # the event stream's trace of the decision
     assert '"text":"my favourite colour is teal"' in out
+    assert '"agent":"triage"' in out and '"output":"84"' in out  # the sub-agent's answer, through its child run
+    assert '"forked_from":{"run":' in out and out.count('"status":"awaiting_approval"') >= 2  # the fork waits again
     assert "Authentication credentials" not in out and '"detail"' not in out, out

@@ -17,8 +17,9 @@ class AgentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Agent
         fields = [
-            "name", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools", "max_turns",
-            "timeout_s", "temperature", "max_output_tokens", "output_schema", "created_at", "updated_at",
+            "name", "description", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools",
+            "agents", "max_turns", "timeout_s", "temperature", "max_output_tokens", "output_schema", "created_at",
+            "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -22,6 +22,7 @@ from agents.api.events import EventStreamRenderer, run_events
 from agents.api.serializers import (
     AdvanceSerializer,
     EventsQuerySerializer,
+    ForkSerializer,
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
@@ -31,7 +32,7 @@ from agents.api.serializers import (
 from agents.api.throttling import AgentRateThrottle
 from agents.models import Run, RunMode, RunStatus, Step, StopReason
 from agents.permissions import visible_runs
-from agents.runs import drive, idempotency, review, submit
+from agents.runs import drive, fork, idempotency, multitask, review, submit
 
 
 class _TrueOrFalse(forms.NullBooleanField):
@@ -114,10 +115,25 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
             raise NotFound() from None
 
     def get_throttles(self):
-        return [AgentRateThrottle()] if self.action in {"create", "advance"} else []
+        return [AgentRateThrottle()] if self.action in {"create", "advance", "fork"} else []
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+    @extend_schema(request=ForkSerializer, responses={201: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def fork(self, request, pk=None):
+        """A new run whose state is this one's after step `from_step` (its steps up to it, copied), with the edits
+        given, continued as `mode` says; it carries `forked_from`."""
+        run = self.get_object()
+        body = ForkSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        overrides = dict(body.validated_data)
+        from_step = overrides.pop("from_step")
+        new = fork.fork_run(
+            run_id=run.pk, actor=request.user, from_step=from_step, overrides=overrides, facts=owner_facts(request)
+        )
+        return Response(RunSerializer(new).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer, 202: RunSerializer})
     def create(self, request):
@@ -151,13 +167,15 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
 
     def _create(self, request, key_id: int | None = None) -> tuple[Response, bool]:
         """The response, and whether it is final: not for a sync run handed to the background as its process
-        stopped (a retry with the same key then reports the run as it is by then)."""
+        stopped, nor for a run waiting its turn on its thread (a retry with the same key then reports the run as it
+        is by then)."""
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         options = submit.RunOptions(**data.validated_data)
         run = submit.submit_run(owner=request.user, options=options, key_id=key_id, facts=owner_facts(request))
-        code = status.HTTP_202_ACCEPTED if run.mode == RunMode.BACKGROUND else status.HTTP_201_CREATED
-        return Response(RunSerializer(run).data, status=code), run.mode == options.mode
+        accepted = run.mode == RunMode.BACKGROUND or run.thread_queued  # queued: a worker or its turn comes later
+        code = status.HTTP_202_ACCEPTED if accepted else status.HTTP_201_CREATED
+        return Response(RunSerializer(run).data, status=code), run.mode == options.mode and not run.thread_queued
 
     def _report(self, begun: idempotency.Begun, request) -> Response:
         """A retry of a request whose run exists: the run's final response once it is done, else the run as it is
@@ -177,6 +195,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         run = self.get_object()
         body = AdvanceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        multitask.check_its_turn(run)  # 409 while it waits for its thread's earlier runs
         run = review.advance_run(
             run_id=run.pk,
             actor=request.user,

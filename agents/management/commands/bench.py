@@ -51,6 +51,7 @@ SECTIONS = (
     "recall",
     "prune",
     "stream",
+    "advance",
 )
 
 
@@ -96,6 +97,10 @@ class Command(BaseCommand):
             default=8.0,
             help="stream: seconds each streaming run writes (50 words/s) and each W3 window lasts (default 8)",
         )
+        parser.add_argument("--advance-runs", type=int, default=5, help="advance: step runs driven (default 5)")
+        parser.add_argument(
+            "--advance-turns", type=int, default=50, help="advance: turns of each step run (default 50, at most 50)"
+        )
 
     def handle(self, *args, **opts) -> None:
         wanted = [s.strip() for s in opts["only"].split(",") if s.strip()]
@@ -104,7 +109,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"Unknown section(s): {', '.join(unknown)}. Choose from {', '.join(SECTIONS)}.", returncode=2
             )
-        params = _params(opts)
+        params = _params(opts) | {"advance_runs": opts["advance_runs"], "advance_turns": opts["advance_turns"]}
         rows: list[Row] = []
         with override_settings(DEBUG=False):  # in-process figures too: no query is timed and logged as under DEBUG
             for section in wanted:
@@ -282,6 +287,12 @@ class Command(BaseCommand):
 
         with _bench_user() as token:
             return bench_stream.measure(token, self._progress, runs=stream_runs, seconds=stream_seconds)
+
+    def _bench_advance(self, *, advance_runs: int, advance_turns: int, **_) -> list[Row]:
+        """A step run advanced one unit at a time: its last advances against its first (issue 36)."""
+        from agents.management import bench_advance
+
+        return bench_advance.measure(self._progress, runs=advance_runs, turns=advance_turns)
 
     def _warm_up(self, server: Gunicorn, token: str) -> None:
         """Warm every worker up before timing; say so when one stayed cold (its first run lands in the figures)."""

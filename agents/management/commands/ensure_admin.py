@@ -1,4 +1,5 @@
-"""Create the demo superuser `admin` and the demo agent `support` if missing, and print the admin's API token."""
+"""Create the demo superuser `admin` and the demo agents (`support`; `triage`, which calls `maths`) if missing, and
+print the admin's API token."""
 
 from __future__ import annotations
 
@@ -18,12 +19,28 @@ DEMO_AGENT = {
     "instructions": "You are a concise support assistant. Use the calculator for arithmetic.",
     "sensitive_tools": ["remember"],
 }
+# Sub-agents (docs/composition.md): `triage` hands tasks to `maths`, each call a child run ("Ask maths: …").
+DEMO_SUB_AGENTS = [
+    {
+        "name": "maths",
+        "description": "Works out arithmetic with the calculator.",
+        "instructions": "You do arithmetic, with the calculator.",
+        "tools": ["calculator"],
+    },
+    {
+        "name": "triage",
+        "description": "Hands each task to the agent that fits it.",
+        "instructions": "Hand each task to the agent that fits it, and answer with what it says.",
+        "tools": [],
+        "agents": ["maths"],
+    },
+]
 
 
 class Command(BaseCommand):
     help = (
         "Ensure a superuser 'admin' exists (password from ADMIN_PASSWORD, else generated) and the demo agent "
-        "'support', and print the admin's API token."
+        "'support' (and 'triage', which calls 'maths' as a sub-agent), and print the admin's API token."
     )
 
     def add_arguments(self, parser) -> None:
@@ -37,10 +54,11 @@ class Command(BaseCommand):
             user = users.objects.create_superuser(opts["username"], email="", password=password)
             shown = "(from ADMIN_PASSWORD)" if os.environ.get("ADMIN_PASSWORD") else password
             self.stdout.write(f"Created superuser '{user.username}' with password: {shown}  (shown once)")
-        fields = {k: v for k, v in DEMO_AGENT.items() if k != "name"}
-        _, created = Agent.objects.get_or_create(name=DEMO_AGENT["name"], defaults=fields)
-        if created:
-            self.stdout.write(f"Created the demo agent '{DEMO_AGENT['name']}'")
+        for agent in [DEMO_AGENT, *DEMO_SUB_AGENTS]:
+            fields = {k: v for k, v in agent.items() if k != "name"}
+            _, created = Agent.objects.get_or_create(name=agent["name"], defaults=fields)
+            if created:
+                self.stdout.write(f"Created the demo agent '{agent['name']}'")
         token, _ = Token.objects.get_or_create(user=user)
         self.stdout.write(f"API token for '{user.username}': {token.key}")
         base = f"http://127.0.0.1:{os.environ.get('PORT') or '8000'}"  # where `make run` serves: its PORT
