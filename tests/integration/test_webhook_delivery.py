@@ -37,7 +37,7 @@ HOOK_PATH = "/hooks"
 RUN_KEYS = {
     "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent", "mode",
     "protocol", "provider", "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action",
-    "pending_actions", "error", "usage", "created_at", "updated_at",
+    "pending_actions", "error", "usage", "parent", "forked_from", "created_at", "updated_at",
 }  # fmt: skip
 DELIVER = "agents.tasks.deliver_webhook"
 EMAIL = "agents.tasks.email_reviewers"
@@ -158,7 +158,7 @@ def test_a_finished_run_is_posted_signed_and_the_receiver_verifies_it(api, recei
     assert (body["id"], body["event"]) == (str(delivery.pk), "run.done")
     assert set(body["run"]) == RUN_KEYS  # the run object without steps
     detail = api.get(f"{RUNS}/{run['id']}").json()
-    assert body["run"] == {k: v for k, v in detail.items() if k != "steps"} == run
+    assert body["run"] == {k: v for k, v in detail.items() if k not in ("steps", "children")} == run
     assert (body["run"]["status"], body["run"]["output"]) == ("done", "85")
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("delivered", 1, None)
