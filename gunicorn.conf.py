@@ -31,6 +31,35 @@ logger_class = "reactsite.serving.gunicorn_log.JsonLogger"  # gunicorn's own lin
 control_socket_disable = True
 
 
+def on_starting(server) -> None:
+    """Metrics on (AGENT_METRICS): the workers are told the metrics directory, and the files there of processes no
+    longer running go (their counters start again from zero, as after any restart): reactsite/observability/metrics.py.
+    The master asks a short child process, as it loads nothing of the app itself (a gevent worker must import the
+    database drivers after its monkey-patching, not inherit them)."""
+    import subprocess
+    import sys
+
+    code = "from reactsite import settings as s; print(s.AGENT_METRICS_DIR if s.AGENT_METRICS else '')"
+    try:
+        asked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):  # settings that fail to load: the workers will say why
+        return
+    directory = asked.stdout.strip()
+    if directory:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+        from reactsite.observability import metrics
+
+        metrics.drop_dead(directory)
+
+
+def child_exit(server, worker) -> None:
+    """A worker gone: its gauges of work in progress (runs in flight, streams open) no longer count."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
 def worker_exit(server, worker) -> None:
     """A worker stopping (a deploy, or past graceful_timeout) hands the runs it still held back to the queue at once."""
     try:
@@ -39,6 +68,15 @@ def worker_exit(server, worker) -> None:
         recovery.hand_back_all()
     except Exception as exc:  # noqa: BLE001 - never block a shutdown; the orphan sweep catches these runs anyway
         server.log.warning("could not hand runs back: %s", exc)
+    try:
+        from django.conf import settings
+
+        if settings.AGENT_OTEL_TRACES:  # the last spans sent now: at interpreter exit gevent can no longer send them
+            from reactsite.observability import tracing
+
+            tracing.flush()
+    except Exception as exc:  # noqa: BLE001 - never block a shutdown for a trace
+        server.log.warning("could not send the last spans: %s", exc)
 
 
 def post_worker_init(worker) -> None:

@@ -6,12 +6,13 @@ class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self) -> None:
+        from django.conf import settings
         from django.db.models.signals import post_migrate
 
         from agents import checks  # noqa: F401  (registers the system checks)
         from agents.limits import dbtriggers
         from agents.notifications import notify
-        from agents.runs import children, multitask, signals
+        from agents.runs import children, multitask, signals, telemetry
         from reactsite.serving import green
 
         green.install()
@@ -24,3 +25,13 @@ class AgentsConfig(AppConfig):
         signals.run_waiting.connect(children.on_run_waiting, dispatch_uid="agents.children.run_waiting")
         signals.run_done.connect(multitask.on_run_done, dispatch_uid="agents.multitask.run_done")  # next on its thread
         post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.limits.dbtriggers")
+        if settings.AGENT_OTEL_TRACES:  # each process its own exporter (gunicorn loads the app after the fork)
+            from reactsite.observability import tracing
+
+            telemetry.add_observer(tracing.install())
+        if settings.AGENT_METRICS:  # Prometheus metrics at /metrics: each process writes its own files (after the fork)
+            from reactsite.observability import metrics
+
+            observer = metrics.install(settings.AGENT_METRICS_DIR)
+            telemetry.add_observer(observer)
+            signals.run_done.connect(observer.run_done, dispatch_uid="reactsite.metrics.run_done")

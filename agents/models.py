@@ -91,6 +91,7 @@ class Thread(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
     title = models.CharField(max_length=200, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True, help_text="the client's own: flat string/number/bool values")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, help_text="when a run was last added: the list's order")
 
@@ -139,6 +140,10 @@ class Run(models.Model):
     # multitask_strategy "enqueue": created while its thread had a run in progress, it waits its turn (queued) and
     # starts when the runs before it are done.
     thread_queued = models.BooleanField(default=False)
+    # The client's own labels (a flat object of strings, numbers and booleans), searchable: ?metadata.<key>=<value>.
+    metadata = models.JSONField(default=dict, blank=True)
+    # The trace it was created in (W3C traceparent/tracestate; {} with tracing off): a worker's spans continue it.
+    trace_context = models.JSONField(default=dict, blank=True)
     mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
     protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)
     provider = models.CharField(max_length=32)
@@ -444,3 +449,61 @@ class QuotaReservation(models.Model):
             models.Index(fields=["owner", "expires_at"], name="reservation_owner_expires"),
             models.Index(fields=["run_id"], name="reservation_run"),
         ]
+
+
+class ApiKeyScope(models.TextChoices):
+    RUNS_READ = "runs:read"
+    RUNS_WRITE = "runs:write"
+    APPROVALS = "approvals"
+    MEMORY = "memory"
+
+
+class ApiKey(models.Model):
+    """A key a user made for a client of theirs: named, scoped, optionally expiring, revocable. The secret is shown
+    once when it is made; only its hash is stored (its `prefix` finds the row)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    hashed_key = models.CharField(max_length=128, editable=False)
+    scopes = models.JSONField(default=list, help_text="from ApiKeyScope")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class Schedule(models.Model):
+    """Runs of an agent (or run options) on a cron schedule, as background runs of its owner."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="schedules")
+    name = models.CharField(max_length=100, blank=True, default="")
+    cron = models.CharField(max_length=100, help_text="a cron expression: minute hour day-of-month month day-of-week")
+    timezone = models.CharField(max_length=64, default="UTC")
+    input = models.TextField()
+    options = models.JSONField(default=dict, blank=True, help_text="run options: agent, provider, model, max_turns, …")
+    enabled = models.BooleanField(default=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    last_error = models.TextField(blank=True, default="", help_text="why the last tick did not start a run")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["next_run_at"], name="schedule_due", condition=models.Q(enabled=True)),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or f"schedule {str(self.id)[:8]}"

@@ -1,6 +1,8 @@
 """Settings for reactsite, read from the environment (django-environ)."""
 
+import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 import environ
@@ -241,8 +243,28 @@ LOGGING = {
     },
 }
 
+# Prometheus metrics at /metrics (docs/observability.md, "Metrics"). Off by default: /metrics is then a 404 like any
+# unknown address and no observer is registered. AGENT_METRICS_TOKEN set: a scrape must send it as
+# `Authorization: Bearer <token>` (401 otherwise).
+AGENT_METRICS = env.bool("AGENT_METRICS", default=False)
+AGENT_METRICS_TOKEN = env.str("AGENT_METRICS_TOKEN", default="")
+# Every process of a machine (gunicorn's workers, each run_worker) writes its metrics to files in this directory and
+# /metrics adds them up (prometheus_client's multiprocess mode): PROMETHEUS_MULTIPROC_DIR, else a directory of the
+# temporary directory named after the database (so a test database and the development one never mix). One per machine:
+# never a directory shared between machines or containers (a file is named after its process id). prometheus_client
+# reads the variable once, when it is first imported, so with metrics on it is exported here, before anything imports
+# it (reactsite/observability/metrics.py `install` makes sure of it again, whatever was imported first).
+_DB_DIGEST = hashlib.sha256(str(DATABASES["default"]["NAME"]).encode()).hexdigest()[:12]
+_METRICS_DEFAULT_DIR = os.path.join(tempfile.gettempdir(), f"reactsite-metrics-{_DB_DIGEST}")
+AGENT_METRICS_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="") or _METRICS_DEFAULT_DIR
+if AGENT_METRICS:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = AGENT_METRICS_DIR
+    # Scraped over plain HTTP on the private network like the health probe, not redirected to HTTPS.
+    SECURE_REDIRECT_EXEMPT = [*SECURE_REDIRECT_EXEMPT, r"^metrics/?$"]
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # The user's token, and the API keys they make (each held to its scopes: agents/api/permissions.py).
         "agents.api.authentication.FastTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -256,6 +278,12 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "agents.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+# API keys users make (docs/api-keys.md): a key's `last_used_at` is written at most once per this many seconds (per
+# key, across processes through the shared cache), never on every request; 0 writes it on every request.
+API_KEY_LAST_USED_EVERY_S = env.int("API_KEY_LAST_USED_EVERY_S", default=60)
+# How many usable (not revoked, not expired) API keys one user may hold; making one more is a 400.
+API_KEYS_PER_USER = env.int("API_KEYS_PER_USER", default=50)
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "reactsite API",
     "VERSION": VERSION,
@@ -300,6 +328,20 @@ AGENT_LEASE_S = env.float("AGENT_LEASE_S", default=15.0)
 # How event streams learn of new steps: auto (Redis pub/sub with REDIS_URL, else PostgreSQL LISTEN/NOTIFY on
 # PostgreSQL, else polling), or redis, postgres, poll.
 AGENT_DOORBELL = env.str("AGENT_DOORBELL", default="auto")
+# Traces (docs/observability.md): OpenTelemetry spans of each request, run, unit, model and tool call, sent over
+# OTLP/HTTP to the endpoint of the standard variables (OTEL_EXPORTER_OTLP_ENDPOINT or ..._TRACES_ENDPOINT; the SDK
+# reads OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the others itself). On when one is set; AGENT_OTEL_TRACES=1 forces
+# them on (the SDK's default endpoint, localhost:4318), 0 off. Off, OpenTelemetry's SDK is never imported.
+_OTEL_ENDPOINT = env.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", default="") or env.str(
+    "OTEL_EXPORTER_OTLP_ENDPOINT", default=""
+)
+AGENT_OTEL_TRACES = env.bool(
+    "AGENT_OTEL_TRACES", default=bool(_OTEL_ENDPOINT) and not env.bool("OTEL_SDK_DISABLED", default=False)
+)
+# Prompts, replies and tool results on the spans (the GenAI conventions' opt-in attributes): users' text, off.
+AGENT_OTEL_CAPTURE_CONTENT = env.bool("AGENT_OTEL_CAPTURE_CONTENT", default=False)
+if AGENT_OTEL_TRACES:  # first: a request's span covers every other middleware
+    MIDDLEWARE.insert(0, "reactsite.observability.tracing.TracingMiddleware")
 # Live runs: models stream their replies and the text as it is written, and tool calls as they start and end, go to
 # the run's event streams (over the doorbell's channel; on the embedded default, Unix sockets in AGENT_LIVE_DIR, by
 # default a directory of the temporary directory named after the database). Off: plain model calls, steps only.

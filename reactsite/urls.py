@@ -13,6 +13,7 @@ from django.views.decorators.http import require_safe
 
 from agents.api.exceptions import NOT_FOUND
 from agents.api.mcp_server import McpView
+from agents.api.views.metrics import metrics_view
 from agents.api.views.runs import SeedRunView
 from agents.views import playground
 
@@ -48,6 +49,7 @@ urlpatterns = [
     path("api/v1/memory/", include("memory.api.urls")),
     re_path(r"^v1/agent/runs/?$", SeedRunView.as_view(), name="seed-run"),
     re_path(r"^mcp/?$", McpView.as_view(), name="mcp"),  # the agents as MCP tools (docs/mcp-server.md)
+    re_path(r"^metrics/?$", metrics_view, name="metrics"),  # Prometheus, with AGENT_METRICS (docs/observability.md)
     # Last: whatever no route above matched under the API's prefixes.
     re_path(r"^(?:api|v1)/", api_not_found, name="api-not-found"),
 ]

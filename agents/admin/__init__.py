@@ -1,13 +1,23 @@
 """The operator console (Django's admin), one module per page; Django's autodiscovery imports this package.
 
 runs: runs and their traces; threads; approvals: the pending-approvals queue; agents: agent configurations; usage:
-token usage and quotas; webhooks: webhook endpoints and deliveries; filters: the run list's own filters; base: what
-the pages share. Eval pages live with the evals (agents/evals/admin.py).
+token usage and quotas; webhooks: webhook endpoints and deliveries; keys: users' API keys (list, revoke);
+schedules: scheduled runs; filters: the run list's own filters; base: what the pages share. Eval pages live with
+the evals (agents/evals/admin.py).
 """
 
 from django.contrib import admin
 
-from agents.admin import agents, approvals, runs, threads, usage, webhooks  # noqa: F401  (each registers its pages)
+from agents.admin import (  # noqa: F401  (each registers its pages)
+    agents,
+    approvals,
+    keys,
+    runs,
+    schedules,
+    threads,
+    usage,
+    webhooks,
+)
 
 # The pages are wide tables: the menu beside them took 300 px of a 1400 px screen and cut off the runs list. The
 # index lists every page, and the breadcrumbs lead back to it.

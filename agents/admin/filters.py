@@ -9,7 +9,7 @@ from django.http import HttpRequest
 
 from agents.evals.runner import eval_users
 from agents.models import Step, StepKind
-from agents.runs import review
+from agents.runs import review, search
 
 
 class ApprovalExpiredFilter(admin.SimpleListFilter):
@@ -71,3 +71,30 @@ class OwnerFilter(admin.RelatedOnlyFieldListFilter):
             owners &= ~eval_users()
         ordering = self.field_admin_ordering(field, request, model_admin)
         return field.get_choices(include_blank=False, limit_choices_to=owners, ordering=ordering)
+
+
+class MetadataFilter(admin.SimpleListFilter):
+    """Runs by a metadata pair, as `?metadata.<key>=<value>` finds them over the API (agents/runs/search.py): the
+    choices are the pairs of the latest runs that have any."""
+
+    title = "metadata"
+    parameter_name = "metadata"
+    LATEST = 500
+    CHOICES = 30
+
+    def lookups(self, request, model_admin):
+        pairs: dict[str, None] = {}
+        recent = model_admin.get_queryset(request).exclude(metadata={}).order_by("-created_at")
+        for metadata in recent.values_list("metadata", flat=True)[: self.LATEST]:
+            for key, value in sorted((metadata or {}).items()):
+                text = "true" if value is True else "false" if value is False else str(value)
+                pairs.setdefault(f"{key}={text}")
+                if len(pairs) >= self.CHOICES:
+                    break
+        return [(pair, pair) for pair in sorted(pairs)]
+
+    def queryset(self, request, queryset):
+        if not self.value() or "=" not in self.value():
+            return queryset
+        key, value = self.value().split("=", 1)
+        return search.RunSearch(metadata={key: value}).apply(queryset)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
@@ -18,12 +19,12 @@ from django.utils.text import Truncator
 
 from agents import errors
 from agents.admin.base import INPUT_CHARS, ReadOnlyAdmin, thread_label
-from agents.admin.filters import ApprovalExpiredFilter, EvalRunsFilter, OwnerFilter
+from agents.admin.filters import ApprovalExpiredFilter, EvalRunsFilter, MetadataFilter, OwnerFilter
 from agents.engine import parts, prompts
 from agents.evals.actions import make_eval_case
 from agents.models import Run, RunStatus, Step, StepKind, Thread
 from agents.permissions import can_decide, can_review
-from agents.runs import drive, fork, review, selectors
+from agents.runs import drive, fork, review, search, selectors
 
 
 @admin.register(Run)
@@ -42,6 +43,7 @@ class RunAdmin(ReadOnlyAdmin):
         ("owner", OwnerFilter),
         EvalRunsFilter,
         ApprovalExpiredFilter,
+        MetadataFilter,
         "created_at",
     ]
     search_fields = ["input", "id", "owner__username"]
@@ -118,6 +120,14 @@ class RunAdmin(ReadOnlyAdmin):
         if run.created_at is None:
             return "—"
         return f"{(run.updated_at - run.created_at).total_seconds():.2f} s"
+
+    def get_search_results(self, request, queryset, search_term):
+        """The search box: the input, the id or the owner's name as before, and the words of input and output as the
+        API's `?q=` finds them (full-text, indexed)."""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        if search_term and re.search(search.Q_PATTERN, search_term) and len(search_term) <= search.MAX_Q_CHARS:
+            found = found | search.RunSearch(q=search_term).apply(queryset)
+        return found, duplicates
 
     def has_review_permission(self, request: HttpRequest) -> bool:
         return can_review(request.user)

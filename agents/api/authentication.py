@@ -10,6 +10,12 @@ learn it.
 
 The key comes as `Authorization: Token <key>` or, as OAuth-style clients send it, `Authorization: Bearer <key>`
 (API.md v1.2): the same key, the same look-up.
+
+The same class takes the API keys users make (`Authorization: Bearer rsk_…`, agents/limits/keys.py; docs/api-keys.md):
+a credential starting `rsk_` is looked up as a key (by its prefix, one indexed query), authenticates as the key's
+owner with the key as `request.auth`, and is held to the scope its route needs (ApiKeyScopes, 403 naming it) right
+here: every request made with a key passes through this class, whatever the view's permission_classes (/mcp and the
+staff-only evals set their own), so no route can take a key without its scope being checked.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 from rest_framework.authtoken.models import Token
 
-from agents.limits import quotas
+from agents.api.permissions import ApiKeyScopes
+from agents.limits import keys, quotas
 from agents.limits.owners import OwnerFacts
-from agents.models import DailyUsage, TokenQuota, Webhook
+from agents.models import ApiKey, DailyUsage, TokenQuota, Webhook
 from agents.runs.persist import converted, db_converters
 
 
@@ -72,9 +79,15 @@ class FastTokenAuthentication(TokenAuthentication):
     keywords = ("Token", "Bearer")
 
     def authenticate(self, request):
-        """DRF's, with either keyword (DRF makes an authenticator per request: the keyword it reads is this one's)."""
+        """DRF's, with either keyword (DRF makes an authenticator per request: the keyword it reads is this one's); an
+        API key is then held to its route's scope (403 naming it)."""
         self.keyword = self._scheme(request)
-        return super().authenticate(request)
+        found = super().authenticate(request)
+        if found is not None and isinstance(found[1], ApiKey):
+            refused = ApiKeyScopes.refusal(request, found[1])
+            if refused is not None:
+                raise exceptions.PermissionDenied(refused)
+        return found
 
     def authenticate_header(self, request) -> str:
         """A 401 asks for the scheme the request used (`WWW-Authenticate: Bearer` to a Bearer client)."""
@@ -86,6 +99,8 @@ class FastTokenAuthentication(TokenAuthentication):
         return next((k for k in self.keywords if given == k.lower().encode()), self.keywords[0])
 
     def authenticate_credentials(self, key):
+        if keys.is_key(key):
+            return self._api_key(key)
         db = router.db_for_read(Token)
         connection = connections[db]
         sql, token_names, user_names, converters = _lookup(db)
@@ -104,8 +119,21 @@ class FastTokenAuthentication(TokenAuthentication):
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         return user, token
 
+    @staticmethod
+    def _api_key(credential: str) -> tuple:
+        """The key's owner and the key (its last use recorded, at most once a window), or a 401 saying why not."""
+        try:
+            key = keys.authenticate(credential)
+        except keys.KeyRejected as exc:
+            raise exceptions.AuthenticationFailed(exc.detail) from None
+        keys.touch(key)
+        return key.owner, key
 
-SCHEME_DESCRIPTION = "An API key, as `Authorization: Token <key>` or `Authorization: Bearer <key>`."
+
+SCHEME_DESCRIPTION = (
+    "The user's API token, as `Authorization: Token <key>` or `Authorization: Bearer <key>`, or an API key they made "
+    "(`rsk_…`, `POST /api/v1/keys`) as `Authorization: Bearer <key>`: a key is limited to its scopes (else 403)."
+)
 
 
 class FastTokenScheme(TokenScheme):

@@ -17,7 +17,7 @@ from django.db.models import F
 from rest_framework.renderers import BaseRenderer
 
 from agents.models import Run, RunStatus, Step
-from agents.runs import doorbell, representation
+from agents.runs import doorbell, representation, telemetry
 from agents.runs.store import reacquire_connection, release_connection
 
 POLL_S = 0.25
@@ -65,7 +65,7 @@ def run_events(
     holds no database connection (on PostgreSQL it goes back to the pool): a stream can stay open for minutes.
     `sleep`: a test's stand-in for the wait between two polls.
     """
-    with doorbell.following(run_id) as watch:
+    with telemetry.stream(run_id), doorbell.following(run_id) as watch:
         yield from _Stream(run_id, after, watch, deltas).frames(poll_s=poll_s, max_s=max_s, sleep=sleep)
 
 

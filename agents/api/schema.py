@@ -396,10 +396,10 @@ def _pointer(root: dict, ref: str) -> Any:
 
 
 def _implied_statuses(operation: dict) -> set[int]:
-    """Errors an operation's shape implies: 401 when secured, 400/413/415 with a body, 404 with a path id."""
+    """Errors an operation's shape implies: 401 and 403 when secured, 400/413/415 with a body, 404 with a path id."""
     statuses: set[int] = {414, 431}  # gunicorn's own, before any route: every operation can meet them
     if operation.get("security") != [{}]:
-        statuses.add(401)
+        statuses |= {401, 403}  # 403: an API key without the operation's scope (agents/api/permissions.py)
     if "requestBody" in operation:
         statuses |= {400, 413, 415}
     locations = {p["in"] for p in operation.get("parameters", [])}

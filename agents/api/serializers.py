@@ -12,10 +12,11 @@ import agents.api.schema  # noqa: F401  (registers the schema extensions for the
 import agents.api.schema_steps  # noqa: F401  (registers the step union)
 from agents.api import inputs
 from agents.api.inputs import json_type
+from agents.api.schema import NO_NUL
 from agents.engine import parts
 from agents.engine.schemas import schema_problem
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
-from agents.runs import representation
+from agents.runs import representation, search
 from agents.runs.representation import USAGE_KEYS
 from agents.runs.submit import MULTITASK_STRATEGIES, REQUEST_LIMITS
 
@@ -157,6 +158,29 @@ class StepSerializer(serializers.ModelSerializer):
         return representation.step_json(instance)
 
 
+METADATA_SCHEMA = {
+    "type": "object",
+    "maxProperties": search.MAX_KEYS,
+    "additionalProperties": {"oneOf": [{"type": "string", "maxLength": search.MAX_VALUE_CHARS, "pattern": NO_NUL},
+                                       {"type": "number"}, {"type": "boolean"}]},
+    "description": f"The client's own labels: a flat object (at most {search.MAX_KEYS} keys of letters, digits and "
+    f"_ . : -; values strings of at most {search.MAX_VALUE_CHARS} characters, numbers or booleans). Find runs by "
+    "them with ?metadata.<key>=<value>.",
+}  # fmt: skip
+
+
+@extend_schema_field(METADATA_SCHEMA)
+class MetadataField(serializers.JSONField):
+    """A flat JSON object of the client's labels (agents.runs.search.metadata_problem says what is refused)."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        problem = search.metadata_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+
 RUN_LINK_SCHEMA = {
     "type": "object",
     "nullable": True,
@@ -175,14 +199,15 @@ class RunSerializer(serializers.ModelSerializer):
     pending_actions = serializers.SerializerMethodField()
     parent = serializers.SerializerMethodField()
     forked_from = serializers.SerializerMethodField()
+    metadata = MetadataField(read_only=True)
 
     class Meta:
         model = Run
         fields = [
             "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent",
             "mode", "protocol", "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools",
-            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "parent", "forked_from",
-            "created_at", "updated_at",
+            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "metadata", "parent",
+            "forked_from", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -267,6 +292,7 @@ class RunCreateSerializer(serializers.Serializer):
         "string inside it (else 400).",
     )
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
+    metadata = MetadataField(required=False)
     multitask_strategy = StrictChoiceField(
         choices=[(s, s) for s in MULTITASK_STRATEGIES],
         default="reject",
@@ -319,10 +345,11 @@ def with_input_limit(fields: dict) -> dict:
 
 class ThreadSerializer(serializers.ModelSerializer):
     run_count = serializers.IntegerField(read_only=True)
+    metadata = MetadataField(read_only=True)
 
     class Meta:
         model = Thread
-        fields = ["id", "title", "created_at", "updated_at", "run_count"]
+        fields = ["id", "title", "metadata", "created_at", "updated_at", "run_count"]
         read_only_fields = fields
 
 
@@ -346,6 +373,7 @@ class ThreadDetailSerializer(ThreadSerializer):
 
 class ThreadCreateSerializer(serializers.Serializer):
     title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    metadata = MetadataField(required=False, default=dict)
 
 
 class ToolSerializer(serializers.Serializer):

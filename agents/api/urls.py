@@ -7,7 +7,9 @@ from rest_framework.routers import SimpleRouter
 from agents.api.views.agents import AgentViewSet
 from agents.api.views.evals import EvalRunViewSet
 from agents.api.views.health import HealthView
+from agents.api.views.keys import ApiKeyViewSet
 from agents.api.views.runs import RunViewSet
+from agents.api.views.schedules import ScheduleViewSet
 from agents.api.views.threads import ThreadViewSet
 from agents.api.views.tools import ToolViewSet
 from agents.api.views.usage import UsageView
@@ -29,6 +31,8 @@ router.register("threads", ThreadViewSet, basename="thread")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("evals/runs", EvalRunViewSet, basename="evalrun")
 router.register("webhooks", WebhookViewSet, basename="webhook")
+router.register("schedules", ScheduleViewSet, basename="schedule")
+router.register("keys", ApiKeyViewSet, basename="key")
 
 urlpatterns = [
     re_path(r"^health/?$", HealthView.as_view(), name="health"),

@@ -28,7 +28,7 @@ from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 from gevent.pool import Pool
 
-from agents.background import retention
+from agents.background import retention, schedules
 from agents.notifications import webhooks
 from agents.runs import leases, recovery, review
 from reactsite.serving import green
@@ -145,13 +145,15 @@ class ConcurrentWorker(Worker):
     def _sweep(self) -> None:
         """Every third of a lease: hand runs whose worker died (anywhere) to the queue, and deny (as expired) the calls
         of paused runs whose approval time is up (those runs go on as after a denial), queue again webhook deliveries
-        whose task was lost; hourly, retention."""
+        whose task was lost, start the runs of due schedules (each once, whichever worker claims it); hourly,
+        retention."""
         next_prune = 0.0  # with AGENT_RETENTION_DAYS set: at start, then hourly
         while self.running:
             try:
                 recovery.sweep_orphans()
                 review.sweep_expired_approvals()
                 webhooks.sweep_stuck()
+                schedules.tick()
                 if time.monotonic() >= next_prune:  # in its own greenlet: a long prune never delays the sweeps
                     next_prune = time.monotonic() + retention.SCHEDULE_S
                     gevent.spawn(self._prune)

@@ -20,7 +20,7 @@ from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, StopReason
 from agents.providers import ProviderConfigError
-from agents.runs import doorbell, leases, live, persist, rows, runtime, signals, store, tree
+from agents.runs import doorbell, leases, live, persist, rows, runtime, signals, store, telemetry, tree
 from agents.tasks import advance_in_background
 
 log = logging.getLogger(__name__)
@@ -177,9 +177,11 @@ def drive_held(held: store.Held, units: int | None, decision: dict | None = None
     age = (timezone.now() - held.run.created_at).total_seconds() if held.run.mode == RunMode.BACKGROUND else None
     held.live = live.for_run(held.run.pk, also=live.local_sink(), age_s=age)
     try:
-        if decision is not None:
-            apply_decision(held, decision, last=units == RECORD_ONLY)
-        _units(held, units)
+        with telemetry.driving(held.run):
+            if decision is not None:
+                with telemetry.unit(held.run):
+                    apply_decision(held, decision, last=units == RECORD_ONLY)
+            _units(held, units)
     except BaseException as exc:
         if isinstance(exc, Exception):
             raise
@@ -272,7 +274,8 @@ def _units(held: store.Held, units: int | None) -> None:
     while (
         held.state.status == RunStatus.RUNNING and not _waits(held.state) and (units is UNTIL_STOPPED or done < units)
     ):
-        _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units)
+        with telemetry.unit(held.run):
+            _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units)
         done += 1
 
 
@@ -317,11 +320,14 @@ class Unheld:
         if request.on_text is not None and (live_sink is None or not live_sink.streams()):
             request = dataclasses.replace(request, on_text=None, on_retry=None)  # no one follows: a plain call
         try:
-            if self.held is None or request.on_text is None:
-                return self.model.complete(request)
-            with doorbell.watching(self.held.run.pk) as bell:
-                checked = dataclasses.replace(request, interrupted=Cancelled(self.held.run.pk, bell))
-                return self.model.complete(checked)
+            with telemetry.model_call(self.held.run if self.held is not None else None, request) as record:
+                if self.held is None or request.on_text is None:
+                    record.reply = self.model.complete(request)
+                    return record.reply
+                with doorbell.watching(self.held.run.pk) as bell:
+                    checked = dataclasses.replace(request, interrupted=Cancelled(self.held.run.pk, bell))
+                    record.reply = self.model.complete(checked)
+                    return record.reply
         finally:
             if self.held is not None and self.held.live is not None:
                 self.held.live.flush()

@@ -20,7 +20,7 @@ from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, Step
 from agents.providers import ProviderConfigError, validate_choice
-from agents.runs import drive, rows
+from agents.runs import drive, rows, telemetry
 
 # What a fork may change besides its start (the API's fork body; `input` and `tool_output` are edits of the record).
 SETTINGS = ("provider", "model", "max_turns", "timeout_s", "instructions", "temperature", "max_output_tokens")
@@ -53,6 +53,7 @@ def fork_run(*, run_id, actor, from_step: int, overrides: dict[str, Any], facts:
         Step.objects.bulk_create(rows.step_rows(run, events))
         if background:
             drive.enqueue(run)
+    telemetry.run_created(run)
     if background:
         return run
     return drive.execute(run_id=run.pk, units=drive.ONE_STEP if run.mode == RunMode.STEP else drive.UNTIL_STOPPED)
@@ -76,6 +77,8 @@ def _new_fork(original: Run, actor, from_step: int, overrides: dict, events: lis
         history=original.history,
         agent=original.agent,
         output_schema=original.output_schema,
+        metadata=original.metadata,
+        trace_context=telemetry.carrier(),
         input=overrides.get("input", original.input),
         input_parts=None if "input" in overrides else original.input_parts,
         mode=mode,

@@ -66,7 +66,8 @@ def run_json(run: Run) -> dict:
         "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
         "sensitive_tools": run.sensitive_tools, "pending_action": actions[0] if actions else None,
         "pending_actions": actions, "error": run.error,
-        "usage": usage_json(run), "parent": parent_json(run), "forked_from": forked_from_json(run),
+        "usage": usage_json(run), "metadata": run.metadata, "parent": parent_json(run),
+        "forked_from": forked_from_json(run),
         "created_at": when(run.created_at), "updated_at": when(run.updated_at),
     }  # fmt: skip
     if not run.max_reflections:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Collection
 
@@ -11,6 +12,7 @@ from agents import providers
 from agents.engine import Toolset, wrapping
 from agents.models import Run
 from agents.providers import Provider, get_provider
+from agents.runs import telemetry
 from agents.tools import Tool, ToolContext, ToolRegistry, load_builtin_tools, mcp
 from memory import embeddings
 from memory import tools as memory_tools  # noqa: F401  (registers remember and recall)
@@ -72,7 +74,18 @@ def build_toolset(run: Run) -> Toolset:
     tools = run_tools(run.tools)
     for source in _tool_sources:
         tools |= source(run)
+    if telemetry.active():  # each call observed (traces, metrics); off, the tools are the registry's own objects
+        tools = {name: _observed(run, tool) for name, tool in tools.items()}
     return Toolset(tools=tools, context=context, max_output_chars=settings.AGENT_MAX_TOOL_OUTPUT_CHARS)
+
+
+def _observed(run: Run, tool: Tool) -> Tool:
+    def func(arguments, context):
+        with telemetry.tool_call(run, tool.name, getattr(context, "call_id", None)) as record:
+            record.output = str(tool(arguments, context))
+            return record.output
+
+    return dataclasses.replace(tool, func=func)
 
 
 def run_tools(names: list[str] | None) -> dict[str, Tool]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django_tasks_db.models import DBTaskResult
+
 from agents.engine import RunState
 from agents.engine import pending_actions as engine_pending_actions
-from agents.models import Run
+from agents.models import Run, RunStatus
 from agents.runs import tree
 
 
@@ -38,3 +40,11 @@ def pending_action(run: Run) -> dict | None:
     """The first call waiting for a decision, or None."""
     actions = pending_actions(run)
     return actions[0] if actions else None
+
+
+def waiting_counts() -> tuple[int, int]:
+    """(runs awaiting a decision on their own calls, tasks ready in the background queue): what /metrics reads at each
+    scrape. A parent showing its child's pause is not counted again (its own pauses always expire: agents/runs/tree.py);
+    a ready task is one a worker may claim now (django-tasks-db's `ready()`)."""
+    paused = Run.objects.filter(status=RunStatus.AWAITING_APPROVAL, approval_expires_at__isnull=False).count()
+    return paused, DBTaskResult.objects.ready().count()

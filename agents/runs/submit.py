@@ -25,7 +25,7 @@ from agents.limits.owners import OwnerFacts
 from agents.models import Agent, Run, RunMode, RunStatus, Thread
 from agents.permissions import can_invoke_sensitive
 from agents.providers import ProviderConfigError, accepts_images, validate_choice
-from agents.runs import drive, idempotency, leases, multitask, persist, rows, runtime, store
+from agents.runs import drive, idempotency, leases, multitask, persist, rows, runtime, store, telemetry
 from agents.tools import ToolContext
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class RunOptions:
     agents: list[str] | None = None  # agents this run may call as tools (from its agent)
     child_of: ChildLink | None = None  # a sub-agent's run: the parent call that starts it (agents/runs/children.py)
     multitask_strategy: str = "reject"  # with thread_id, when the thread has a run in progress (MULTITASK_STRATEGIES)
+    metadata: dict | None = None  # the client's own labels (checked by the API: agents.runs.search.metadata_problem)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ def start_run(
     run = _new_run(owner, options, thread, [], provider, model, names, sensitive, lease_owner)
     budget = partial(_image_budget, options, provider, model)
     _insert(run, thread, key_id, relaxed, strategy=options.multitask_strategy, image_budget=budget)
+    telemetry.run_created(run)
     return run
 
 
@@ -154,6 +156,8 @@ def _new_run(owner, options: RunOptions, thread, history, provider, model, names
         parent_call_id=link.call_id if link else "",
         depth=link.depth if link else 0,
         subagents=list(options.agents or []),
+        metadata=dict(options.metadata or {}),
+        trace_context=telemetry.carrier(),
         history=history,
         agent=options.agent,
         instructions=options.instructions or "",
@@ -371,8 +375,8 @@ def _thread_of(owner, thread_id) -> Thread | None:
     return thread
 
 
-def create_thread(*, owner, title: str = "") -> Thread:
-    return Thread.objects.create(owner=owner, title=title)
+def create_thread(*, owner, title: str = "", metadata: dict | None = None) -> Thread:
+    return Thread.objects.create(owner=owner, title=title, metadata=metadata or {})
 
 
 def delete_thread(*, thread: Thread) -> None:

@@ -152,6 +152,8 @@ class FactViewSet(viewsets.GenericViewSet):
             except services.MemoryError_ as exc:
                 raise ValidationError({"mode": [str(exc)]}) from None
         if request.accepted_renderer.format == "jsonl":
+            self.paginator.get_limit(request)  # checked as for a page (a bad one is a 400), though the export is whole
+            self.paginator.get_offset(request)
             response = self._export(request.user, query, mode)
         elif query is None:
             page = self.paginate_queryset(self.get_queryset())

@@ -31,6 +31,7 @@ RUN_KEYS = {
     "thread_id",  # v1.1: null outside a thread
     "agent",  # v1.1: null without one
     "output_json",  # v1.1: null without an output schema
+    "metadata",  # v1.2 (issue 37): the client's labels, {} when none
     "parent",  # v1.2 (issue 36): a child run's parent {"run", "step"}, else null
     "forked_from",  # v1.2 (issue 36): a fork's original {"run", "step"}, else null
     "mode",

@@ -17,7 +17,7 @@ from tests.conftest import client_for, make_user, stored_run_fields
 pytestmark = pytest.mark.django_db
 
 THREADS = "/api/v1/threads"
-THREAD_KEYS = {"id", "title", "created_at", "updated_at", "run_count"}
+THREAD_KEYS = {"id", "title", "metadata", "created_at", "updated_at", "run_count"}
 THREAD_RUN_KEYS = {"id", "input", "output", "status", "stop_reason", "created_at"}
 
 

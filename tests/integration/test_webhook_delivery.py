@@ -37,7 +37,7 @@ HOOK_PATH = "/hooks"
 RUN_KEYS = {
     "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent", "mode",
     "protocol", "provider", "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action",
-    "pending_actions", "error", "usage", "parent", "forked_from", "created_at", "updated_at",
+    "pending_actions", "error", "usage", "metadata", "parent", "forked_from", "created_at", "updated_at",
 }  # fmt: skip
 DELIVER = "agents.tasks.deliver_webhook"
 EMAIL = "agents.tasks.email_reviewers"

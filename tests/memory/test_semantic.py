@@ -206,6 +206,18 @@ def test_jsonl_exports_every_own_fact_one_per_line(api, alice, bob):
     assert rows[0]["created_at"] == api.get(FACTS).json()["results"][0]["created_at"]
 
 
+def test_jsonl_checks_paging_parameters_as_a_page_does_though_it_exports_everything(api, alice):
+    store(alice, CAR)
+
+    bad = api.get(FACTS, {"format": "jsonl", "limit": "-131071"})
+    worse = api.get(FACTS, {"format": "jsonl", "offset": "x"})
+    fine = api.get(FACTS, {"format": "jsonl", "limit": "1"})
+
+    assert (bad.status_code, worse.status_code) == (400, 400)
+    assert "limit" in bad.json() and "offset" in worse.json()
+    assert len(b"".join(fine.streaming_content).decode().splitlines()) == 1
+
+
 def test_jsonl_with_q_exports_the_ranked_facts(api, alice, bob):
     store(alice, CAR)
     store(alice, HOME)

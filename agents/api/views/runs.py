@@ -9,7 +9,7 @@ from django import forms
 from django.db.models import Prefetch
 from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -32,7 +32,7 @@ from agents.api.serializers import (
 from agents.api.throttling import AgentRateThrottle
 from agents.models import Run, RunMode, RunStatus, Step, StopReason
 from agents.permissions import visible_runs
-from agents.runs import drive, fork, idempotency, multitask, review, submit
+from agents.runs import drive, fork, idempotency, multitask, review, search, submit
 
 
 class _TrueOrFalse(forms.NullBooleanField):
@@ -105,6 +105,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
             return runs.prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")))
         if self.action == "list":  # pending_action of paused runs from one query, not two per run
             paused = Step.objects.filter(run__status=RunStatus.AWAITING_APPROVAL).order_by("index")
+            runs = search.from_query(self.request.query_params).apply(runs)  # metadata, words, time (400 if bad)
             return runs.prefetch_related(Prefetch("steps", queryset=paused, to_attr="paused_steps"))
         return runs
 
@@ -119,6 +120,23 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+    @extend_schema(
+        description="The caller's runs (every run for a reviewer), newest first. Besides the parameters below, "
+        "`metadata.<key>=<value>` keeps the runs whose metadata has that key with that value (`?metadata.team=billing`;"
+        " `5` also matches the number 5, `true` the boolean); several such parameters: all must match.",
+        parameters=[
+            OpenApiParameter(
+                "q",
+                {"type": "string", "pattern": search.Q_PATTERN, "maxLength": search.MAX_Q_CHARS},
+                description="Words that must all be in the run's input or output (full-text, English stemming).",
+            ),
+            OpenApiParameter("created_after", search.MOMENT_SCHEMA, description="Runs created after this moment."),
+            OpenApiParameter("created_before", search.MOMENT_SCHEMA, description="Runs created before this moment."),
+        ],
+    )
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
     @extend_schema(request=ForkSerializer, responses={201: RunSerializer})
     @action(detail=True, methods=["post"])

@@ -48,7 +48,9 @@ class ThreadViewSet(
     def create(self, request):
         body = ThreadCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        thread = submit.create_thread(owner=request.user, title=body.validated_data["title"])
+        thread = submit.create_thread(
+            owner=request.user, title=body.validated_data["title"], metadata=body.validated_data["metadata"]
+        )
         thread.run_count = 0
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 
@@ -47,4 +48,10 @@ class Command(BaseCommand):
 
         runtime.warm()  # the SDKs and tables its first runs would otherwise build while the others wait
         worker.configure_signals()
-        worker.run()
+        try:
+            worker.run()
+        finally:
+            if settings.AGENT_OTEL_TRACES:  # the last spans, sent while gevent still can (not at exit)
+                from reactsite.observability import tracing
+
+                tracing.flush()

@@ -1,0 +1,124 @@
+"""What runs tell an operator's tools while they work: the hook points of traces and metrics.
+
+The runs call these hooks where the work happens (a run driven by this process, each unit, each model call, each
+tool call, a run created, an event stream open); observers registered at start-up (reactsite/observability/, each
+switched on by its settings) do the rest. With no observer, each hook is one check of an empty list: tracing and
+metrics switched off cost nothing.
+
+An observer implements any of: `driving(run)`, `unit(run)`, `model_call(run, request, record)`,
+`tool_call(run, name, call_id, record)` and `stream(run_id)` (context managers around the work; an exception inside
+goes through them and on: an observer records it, never swallows it), `run_created(run)` and `carrier()` (what a new
+run stores so that a process that takes it up later continues the same trace: a dict of strings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+_observers: list[Any] = []
+
+
+def add_observer(observer: Any) -> None:
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def remove_observer(observer: Any) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+def active() -> bool:
+    return bool(_observers)
+
+
+@dataclass
+class CallRecord:
+    """What an observer learns of a model or tool call when it ends: the reply (a ModelReply), or the output and
+    whether it is an error (a tool)."""
+
+    reply: Any = None
+    output: str | None = None
+    is_error: bool = False
+
+
+@contextmanager
+def _around(method: str, *args: Any) -> Iterator[None]:
+    with ExitStack() as stack:
+        for observer in list(_observers):
+            hook = getattr(observer, method, None)
+            if hook is not None:
+                stack.enter_context(hook(*args))
+        yield
+
+
+@contextmanager
+def driving(run) -> Iterator[None]:
+    """This process drives the run (between taking its lease and handing it back)."""
+    if not _observers:
+        yield
+        return
+    with _around("driving", run):
+        yield
+
+
+@contextmanager
+def unit(run) -> Iterator[None]:
+    """One unit of a run: a model call and the tool calls it asked for (or a decision and the calls it allows)."""
+    if not _observers:
+        yield
+        return
+    with _around("unit", run):
+        yield
+
+
+@contextmanager
+def model_call(run, request) -> Iterator[CallRecord]:
+    """One call of the run's model; the caller sets `record.reply` when it returns."""
+    record = CallRecord()
+    if not _observers:
+        yield record
+        return
+    with _around("model_call", run, request, record):
+        yield record
+
+
+@contextmanager
+def tool_call(run, name: str, call_id: str | None) -> Iterator[CallRecord]:
+    """One call of a tool; the caller sets `record.output` when it returns (an exception: the tool failed)."""
+    record = CallRecord()
+    if not _observers:
+        yield record
+        return
+    with _around("tool_call", run, name, call_id, record):
+        yield record
+
+
+@contextmanager
+def stream(run_id) -> Iterator[None]:
+    """An event stream of the run is open."""
+    if not _observers:
+        yield
+        return
+    with _around("stream", run_id):
+        yield
+
+
+def run_created(run) -> None:
+    for observer in list(_observers):
+        hook = getattr(observer, "run_created", None)
+        if hook is not None:
+            hook(run)
+
+
+def carrier() -> dict[str, str]:
+    """What a new run stores to continue the current trace in the process that takes it up (empty without one)."""
+    found: dict[str, str] = {}
+    for observer in list(_observers):
+        hook = getattr(observer, "carrier", None)
+        if hook is not None:
+            found.update(hook())
+    return found
