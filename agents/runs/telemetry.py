@@ -14,7 +14,7 @@ run stores so that a process that takes it up later continues the same trace: a 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,33 +56,34 @@ def _around(method: str, *args: Any) -> Iterator[None]:
 
 
 @contextmanager
-def driving(run) -> Iterator[None]:
+def _hook(method: str, *args: Any) -> Iterator[None]:
+    if not _observers:
+        yield
+        return
+    with _around(method, *args):
+        yield
+
+
+def driving(run) -> AbstractContextManager[None]:
     """This process drives the run (between taking its lease and handing it back)."""
-    if not _observers:
-        yield
-        return
-    with _around("driving", run):
-        yield
+    return _hook("driving", run)
 
 
-@contextmanager
-def unit(run) -> Iterator[None]:
+def unit(run) -> AbstractContextManager[None]:
     """One unit of a run: a model call and the tool calls it asked for (or a decision and the calls it allows)."""
-    if not _observers:
-        yield
-        return
-    with _around("unit", run):
-        yield
+    return _hook("unit", run)
+
+
+def stream(run_id) -> AbstractContextManager[None]:
+    """An event stream of the run is open."""
+    return _hook("stream", run_id)
 
 
 @contextmanager
 def model_call(run, request) -> Iterator[CallRecord]:
     """One call of the run's model; the caller sets `record.reply` when it returns."""
     record = CallRecord()
-    if not _observers:
-        yield record
-        return
-    with _around("model_call", run, request, record):
+    with _hook("model_call", run, request, record):
         yield record
 
 
@@ -90,21 +91,8 @@ def model_call(run, request) -> Iterator[CallRecord]:
 def tool_call(run, name: str, call_id: str | None) -> Iterator[CallRecord]:
     """One call of a tool; the caller sets `record.output` when it returns (an exception: the tool failed)."""
     record = CallRecord()
-    if not _observers:
+    with _hook("tool_call", run, name, call_id, record):
         yield record
-        return
-    with _around("tool_call", run, name, call_id, record):
-        yield record
-
-
-@contextmanager
-def stream(run_id) -> Iterator[None]:
-    """An event stream of the run is open."""
-    if not _observers:
-        yield
-        return
-    with _around("stream", run_id):
-        yield
 
 
 def run_created(run) -> None:

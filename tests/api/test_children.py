@@ -48,16 +48,21 @@ def _reply(body: dict) -> dict:
     return llm.openai_text(f"triage: {tool_outputs[-1]}", llm.openai_usage(7, 1))
 
 
-@pytest.fixture
-def model(settings, stub):
+def serve_openai(settings, stub, reply) -> None:
+    """The OpenAI provider pointed at the stub, which answers every chat request with `reply(its JSON body)`."""
     settings.OPENAI_API_KEY = llm.fake_key()
     settings.OPENAI_BASE_URL = stub.url + "/v1"
     settings.AGENT_RATE_LIMIT = "100000/m"
 
     def handler(request):
-        return 200, {"Content-Type": "application/json"}, json.dumps(_reply(json.loads(request.body))).encode()
+        return 200, {"Content-Type": "application/json"}, json.dumps(reply(json.loads(request.body))).encode()
 
     stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
+
+
+@pytest.fixture
+def model(settings, stub):
+    serve_openai(settings, stub, _reply)
     return stub
 
 

@@ -4,37 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 
 from agents.models import Run, Step
 from tests.api.conftest import ARITHMETIC, RUNS, create_run, run_url
 from tests.conftest import client_for, make_user
-
-
-def _in_threads(n: int, work) -> list:
-    """Run work(i) in n threads started together; each thread closes its own DB connection."""
-    barrier = threading.Barrier(n)
-    results: list = [None] * n
-
-    def target(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = work(i)
-        except Exception as exc:  # noqa: BLE001 - reported by the assertions
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    return results
+from tests.support.threads import in_threads
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,7 +19,7 @@ def test_concurrent_advances_never_double_a_unit():
     alice = make_user("alice")
     run_id = create_run(client_for(alice), input="What is 1+1, plus 1, plus 1, plus 1", mode="step").json()["id"]
     clients = [client_for(alice) for _ in range(4)]
-    results = _in_threads(4, lambda i: clients[i].post(run_url(run_id, "advance"), {}, format="json"))
+    results = in_threads(4, lambda i: clients[i].post(run_url(run_id, "advance"), {}, format="json"))
     statuses = [getattr(r, "status_code", r) for r in results]
     assert all(s in (200, 409) for s in statuses), statuses
     assert 200 in statuses
@@ -59,7 +36,7 @@ def test_concurrent_posts_with_one_idempotency_key_make_one_run():
     alice = make_user("alice")
     clients = [client_for(alice) for _ in range(4)]
     body = {"input": ARITHMETIC}
-    results = _in_threads(4, lambda i: clients[i].post(RUNS, body, format="json", HTTP_IDEMPOTENCY_KEY="same-key"))
+    results = in_threads(4, lambda i: clients[i].post(RUNS, body, format="json", HTTP_IDEMPOTENCY_KEY="same-key"))
     statuses = [getattr(r, "status_code", r) for r in results]
     assert all(s in (201, 409) for s in statuses), statuses
     assert Run.objects.count() == 1
@@ -76,7 +53,7 @@ def test_concurrent_decisions_record_one_approval(settings, stub):
     reviewer = make_user("rita", staff=True, reviewer=True)
     run_id = create_run(client_for(alice), input="search python").json()["id"]
     clients = [client_for(reviewer) for _ in range(3)]
-    results = _in_threads(3, lambda i: clients[i].post(run_url(run_id, "advance"), {"approval": True}, format="json"))
+    results = in_threads(3, lambda i: clients[i].post(run_url(run_id, "advance"), {"approval": True}, format="json"))
     statuses = [getattr(r, "status_code", r) for r in results]
     assert sorted(statuses) == [200, 409, 409], statuses
     assert Step.objects.filter(run_id=run_id, kind="approval").count() == 1

@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from agents.models import Run
 from tests.api.conftest import create_run, run_url
-from tests.api.test_children import inner
+from tests.api.test_children import inner, serve_openai
 from tests.conftest import client_for
 from tests.providers import stub_llm as llm
 from tests.providers.stub_llm import OPENAI_PATH
@@ -28,14 +28,7 @@ def _reply(body: dict) -> dict:
 
 @pytest.fixture
 def model(settings, stub):
-    settings.OPENAI_API_KEY = llm.fake_key()
-    settings.OPENAI_BASE_URL = stub.url + "/v1"
-    settings.AGENT_RATE_LIMIT = "100000/m"
-
-    def handler(request):
-        return 200, {"Content-Type": "application/json"}, json.dumps(_reply(json.loads(request.body))).encode()
-
-    stub.add("POST", OPENAI_PATH, handler=handler, repeat=True)
+    serve_openai(settings, stub, _reply)
     return stub
 
 

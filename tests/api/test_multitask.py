@@ -3,12 +3,10 @@ one outcome under concurrent requests, on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
@@ -17,6 +15,7 @@ from agents.models import Run, Step, Thread
 from agents.runs import drive, multitask, persist, recovery, signals
 from tests.api.conftest import RUNS, create_run, run_count, run_url
 from tests.conftest import client_for, make_user
+from tests.support.threads import in_threads
 
 QUESTION = "What is 12*7, plus 1?"  # three units with the demo model: 12*7, then 84+1, then the answer 85
 DIVIDE = "now divide that by 5"  # 17 after 85: only with the earlier answer in its history
@@ -342,28 +341,6 @@ def test_rollback_deletes_the_run_in_progress_and_the_new_run_does_not_see_it(ap
 # --- concurrent requests on one thread -----------------------------------------------------------------------------
 
 
-def _in_threads(n: int, work) -> list:
-    """work(i) in n threads started together; each closes its own database connection."""
-    barrier = threading.Barrier(n)
-    results: list = [None] * n
-
-    def target(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = work(i)
-        except Exception as exc:  # noqa: BLE001 - reported by the assertions
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    return results
-
-
 N = 20
 
 
@@ -380,7 +357,7 @@ def test_concurrent_requests_on_one_thread_have_exactly_one_outcome(settings, st
         body = {"input": f"What is {i}+1?", "thread_id": str(thread.pk), "mode": mode, "multitask_strategy": strategy}
         return clients[i].post(RUNS, body, format="json")
 
-    statuses = [getattr(r, "status_code", r) for r in _in_threads(N, post)]
+    statuses = [getattr(r, "status_code", r) for r in in_threads(N, post)]
     runs = Run.objects.filter(thread=thread)
     active = runs.filter(thread_queued=False).exclude(status="done")
     assert active.count() == 1, (statuses, list(runs.values_list("status", "thread_queued")))
