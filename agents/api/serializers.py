@@ -18,6 +18,7 @@ from agents.engine.schemas import schema_problem
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
 from agents.runs import representation, search
 from agents.runs.representation import USAGE_KEYS
+from agents.runs.store import has_nul
 from agents.runs.submit import MULTITASK_STRATEGIES, REQUEST_LIMITS
 
 
@@ -76,17 +77,6 @@ class NulFreeDictField(serializers.DictField):
         if has_nul(value):
             raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
         return value
-
-
-def has_nul(value: object) -> bool:
-    """Whether a parsed JSON value holds a NUL character in any string or key."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_nul(v) for v in value)
-    return False
 
 
 class StrictUUIDField(StrictStringMixin, serializers.UUIDField):

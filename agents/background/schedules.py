@@ -36,6 +36,7 @@ from agents.errors import InvalidRequest, ServiceError
 from agents.limits.quotas import QuotaExceeded
 from agents.models import Agent, Run, RunMode, RunProtocol, Schedule
 from agents.runs import submit
+from agents.runs.store import has_nul
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def option_problems(options: Any) -> dict[str, list[str]]:
             problems[name] = [f"Expected {_TYPE_NAMES[kinds[-1]]}."]
         elif name == "tools" and not all(isinstance(n, str) for n in value):
             problems[name] = ["Expected a list of tool names."]
-        elif _has_nul(value):
+        elif has_nul(value):
             problems[name] = ["Null characters are not allowed."]
     if "protocol" in options and "protocol" not in problems and options["protocol"] not in RunProtocol.values:
         problems["protocol"] = [f"One of {', '.join(RunProtocol.values)}."]
@@ -202,16 +203,6 @@ def problems(schedule: Schedule) -> dict[str, list[str]]:
         found["input"] = ["Null characters are not allowed."]
     found.update(option_problems(schedule.options))
     return found
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
 
 
 # -- Storing -------------------------------------------------------------------------------------------------------

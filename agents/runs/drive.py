@@ -285,9 +285,8 @@ def _unit(held: store.Held, model, toolset, last_unit: bool) -> None:
     clock, stop, sink = runtime.clock, held.interrupt, held.live
     state, events = engine.advance(held.state, model, toolset, clock, stop, reply_only=True, live=sink)
     calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
-    released = state.status != RunStatus.RUNNING or _waits(state) or (last_unit and not calls_wait)
-    store.commit_unit(held, state, events, release=released)
-    if calls_wait and held.state.status == RunStatus.RUNNING and not _waits(held.state):
+    store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or (last_unit and not calls_wait))
+    if calls_wait and held.state.status == RunStatus.RUNNING:  # (a reply alone never waits: its calls have not run)
         state, events = engine.advance(held.state, model, toolset, clock, stop, live=sink)
         store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or last_unit or _waits(state))
 
@@ -323,11 +322,11 @@ class Unheld:
             with telemetry.model_call(self.held.run if self.held is not None else None, request) as record:
                 if self.held is None or request.on_text is None:
                     record.reply = self.model.complete(request)
-                    return record.reply
-                with doorbell.watching(self.held.run.pk) as bell:
-                    checked = dataclasses.replace(request, interrupted=Cancelled(self.held.run.pk, bell))
-                    record.reply = self.model.complete(checked)
-                    return record.reply
+                else:
+                    with doorbell.watching(self.held.run.pk) as bell:
+                        checked = dataclasses.replace(request, interrupted=Cancelled(self.held.run.pk, bell))
+                        record.reply = self.model.complete(checked)
+                return record.reply
         finally:
             if self.held is not None and self.held.live is not None:
                 self.held.live.flush()

@@ -29,8 +29,8 @@ def step_events(run: Run) -> list[dict]:
     return [{"index": index, "kind": kind, "latency_ms": latency, **data} for index, kind, latency, data in values]
 
 
-def state_from_rows(run: Run, steps: Iterable[Step] | list[dict]) -> RunState:
-    """Rebuild the engine state from the run row and its steps (Step rows, or events from `step_events`)."""
+def state_from_rows(run: Run, steps: list[dict]) -> RunState:
+    """Rebuild the engine state from the run row and its steps (as events: `step_events`)."""
     return RunState(
         input=run.input,
         protocol=run.protocol,
@@ -48,7 +48,7 @@ def state_from_rows(run: Run, steps: Iterable[Step] | list[dict]) -> RunState:
         attempt_start_turn=run.attempt_start_turn,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
-        steps=[s if isinstance(s, dict) else s.as_event() for s in steps],
+        steps=steps,
         history=list(run.history),
         instructions=run.instructions,
         temperature=run.temperature,

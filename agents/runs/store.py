@@ -86,6 +86,18 @@ def _storable(value: Any) -> Any:
     return _without_nul(value) if "\\x00" in repr(value) else value
 
 
+def has_nul(value: Any) -> bool:
+    """Whether a parsed JSON value holds a NUL character in any string or key (such a value cannot be stored: the
+    API refuses it with a 400 where a client sent it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    return False
+
+
 def _without_nul(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd") if "\x00" in value else value

@@ -20,13 +20,15 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, values
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily
+
+from agents.engine import ToolWaits
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +98,7 @@ class Observer:
     that name. A hook records an exception going through it and lets it go on."""
 
     def __init__(self, metrics: Metrics) -> None:
-        from agents.engine import ToolWaits  # the engine: the one layer below this one that says what a call means
-
-        self.metrics, self._waits = metrics, ToolWaits
+        self.metrics = metrics
 
     def run_created(self, run: Any) -> None:
         self.metrics.runs_created.labels(run.mode).inc()
@@ -107,23 +107,11 @@ class Observer:
         ok = "true" if run.stop_reason == "final_answer" else "false"
         self.metrics.runs_finished.labels(run.stop_reason or "none", ok).inc()
 
-    @contextmanager
-    def driving(self, run: Any) -> Iterator[None]:
-        gauge = self.metrics.runs_in_flight
-        gauge.inc()
-        try:
-            yield
-        finally:
-            gauge.dec()
+    def driving(self, run: Any) -> AbstractContextManager[None]:
+        return self.metrics.runs_in_flight.track_inprogress()
 
-    @contextmanager
-    def stream(self, run_id: Any) -> Iterator[None]:
-        gauge = self.metrics.streams_open
-        gauge.inc()
-        try:
-            yield
-        finally:
-            gauge.dec()
+    def stream(self, run_id: Any) -> AbstractContextManager[None]:
+        return self.metrics.streams_open.track_inprogress()
 
     @contextmanager
     def model_call(self, run: Any, request: Any, record: Any) -> Iterator[None]:
@@ -154,7 +142,7 @@ class Observer:
         start = time.perf_counter()
         try:
             yield
-        except self._waits:  # a sub-agent's call that answers later: not a call that ended, nor a failure
+        except ToolWaits:  # a sub-agent's call that answers later: not a call that ended, nor a failure
             raise
         except BaseException:
             self.metrics.tool_errors.labels(name).inc()

@@ -21,10 +21,10 @@ from django.test import override_settings
 from hypothesis import HealthCheck, settings
 
 from agents.api import events
-from agents.api.serializers import has_nul
 from agents.api.views import runs as views
 from agents.models import Agent, Thread
 from agents.runs import runtime
+from agents.runs.store import has_nul
 from reactsite.wsgi import application
 from tests.conftest import make_user
 from tests.support.http_stub import StubServer

@@ -159,7 +159,7 @@ def test_a_killed_workers_lease_expires_and_the_run_goes_on(user):
     assert (run.lease_owner, run.lease_expires) == ("", None)
 
     # The dead worker comes back and tries to commit what it had: refused, nothing written.
-    state = rows.state_from_rows(run, run.steps.order_by("index"))
+    state = rows.state_from_rows(run, rows.step_events(run))
     late = [{"index": 5, "kind": "error", "latency_ms": 0, "message": "late"}]
     try:
         with pytest.raises(errors.RunBusy):
