@@ -7,10 +7,11 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
-        from django.db.models.signals import post_migrate
+        from django.db.models.signals import post_delete, post_migrate, post_save
 
         from agents import checks  # noqa: F401  (registers the system checks)
-        from agents.limits import dbtriggers
+        from agents.limits import dbtriggers, prices
+        from agents.models import ModelPrice
         from agents.notifications import notify
         from agents.runs import children, multitask, signals, telemetry
         from reactsite.serving import green
@@ -25,6 +26,9 @@ class AgentsConfig(AppConfig):
         signals.run_waiting.connect(children.on_run_waiting, dispatch_uid="agents.children.run_waiting")
         signals.run_done.connect(multitask.on_run_done, dispatch_uid="agents.multitask.run_done")  # next on its thread
         post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.limits.dbtriggers")
+        # A price saved in the console is used by this process's next call (the others read the rows within seconds).
+        post_save.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.limits.prices.saved")
+        post_delete.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.limits.prices.deleted")
         if settings.AGENT_OTEL_TRACES:  # each process its own exporter (gunicorn loads the app after the fork)
             from reactsite.observability import tracing
 

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.core import checks
 
+from agents.limits.prices import check_prices
 from agents.tools.mcp.config import McpConfigError, parse_servers
 
 PER_PROCESS_CACHES = {
@@ -48,3 +49,6 @@ def check_mcp_servers(app_configs=None, **kwargs):
         if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
             errors.append(checks.Error(f"{name} must be a number of seconds above 0.", id="reactsite.E002"))
     return errors
+
+
+checks.register(check_prices)  # AGENT_PRICES and AGENT_DAILY_COST_QUOTA (docs/cost.md)

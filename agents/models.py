@@ -26,6 +26,8 @@ class StopReason(models.TextChoices):
     OUTPUT_TRUNCATED = "output_truncated"
     CONTENT_FILTERED = "content_filtered"
     REFUSED = "refused"
+    USAGE_LIMIT = "usage_limit"
+    GUARDRAIL = "guardrail"
 
 
 class RunMode(models.TextChoices):
@@ -72,6 +74,22 @@ class Agent(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_schema = models.JSONField(null=True, blank=True, help_text="a JSON Schema the final answer must satisfy")
+    # Safety and cost (docs/safety-and-cost.md): per-run limits, guardrails, fallback models.
+    max_total_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="tokens of all its model calls; the run stops (usage_limit) before more"
+    )
+    max_tool_calls = models.PositiveIntegerField(
+        null=True, blank=True, help_text="tool calls a run may make; the run stops (usage_limit) before more"
+    )
+    tool_limits = models.JSONField(
+        null=True, blank=True, help_text='calls per tool, e.g. {"search": 3}: then the model is told it is exhausted'
+    )
+    guardrails = models.JSONField(
+        null=True, blank=True, help_text="checks of the input, the final answer and tool calls (a list of objects)"
+    )
+    fallback_models = models.JSONField(
+        null=True, blank=True, help_text='"provider/model" tried in order when the model fails or is rate-limited'
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(
@@ -144,6 +162,14 @@ class Run(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # The trace it was created in (W3C traceparent/tracestate; {} with tracing off): a worker's spans continue it.
     trace_context = models.JSONField(default=dict, blank=True)
+    # Safety and cost: the limits, guardrails and fallback models it ran with (its agent's and the request's), and
+    # what its model calls cost in billionths of AGENT_CURRENCY (null while no call had a known price).
+    max_total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    max_tool_calls = models.PositiveIntegerField(null=True, blank=True)
+    tool_limits = models.JSONField(default=dict, blank=True)
+    guardrails = models.JSONField(default=list, blank=True)
+    fallback_models = models.JSONField(default=list, blank=True)
+    cost_nanos = models.BigIntegerField(null=True, blank=True)
     mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
     protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)
     provider = models.CharField(max_length=32)
@@ -405,6 +431,7 @@ class DailyUsage(models.Model):
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     max_unit = models.PositiveBigIntegerField(default=0)
+    cost_nanos = models.BigIntegerField(default=0, help_text="what the day's model calls cost, in billionths")
 
     class Meta:
         ordering = ["-day"]
@@ -424,13 +451,47 @@ class TokenQuota(models.Model):
     """A user's own daily token quota, instead of AGENT_DAILY_TOKEN_QUOTA (0: no quota for this user)."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
-    daily_tokens = models.PositiveBigIntegerField(help_text="tokens per UTC day; 0 means no quota for this user")
+    daily_tokens = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="tokens per UTC day; 0 means no quota for this user; empty: the default"
+    )
+    daily_cost = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="spend per UTC day in AGENT_CURRENCY; 0 means no spend quota for this user; empty: the default",
+    )
 
     class Meta:
         verbose_name = "token quota override"
 
     def __str__(self) -> str:
         return f"{self.daily_tokens} tokens/day"
+
+
+class ModelPrice(models.Model):
+    """A model's price in AGENT_CURRENCY per million tokens, over the repository's table and AGENT_PRICES
+    (agents/limits/prices.py)."""
+
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=200)
+    input = models.DecimalField(max_digits=12, decimal_places=6, help_text="per million input tokens")
+    output = models.DecimalField(max_digits=12, decimal_places=6, help_text="per million output tokens")
+    cached_input = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="per million cached input tokens (empty: input)",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "model"]
+        constraints = [models.UniqueConstraint(fields=["provider", "model"], name="modelprice_provider_model_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model}"
 
 
 class QuotaReservation(models.Model):

@@ -356,6 +356,25 @@ AGENT_APPROVAL_TTL_S = env.int("AGENT_APPROVAL_TTL_S", default=86400)
 AGENT_DAILY_TOKEN_QUOTA = env.int("AGENT_DAILY_TOKEN_QUOTA", default=0)
 # The output a model call without max_output_tokens is reserved for under a quota (the Anthropic provider's own cap).
 AGENT_QUOTA_OUTPUT_ESTIMATE = env.int("AGENT_QUOTA_OUTPUT_ESTIMATE", default=2048)
+# Safety and cost (docs/limits.md, docs/guardrails.md, docs/fallback-models.md, docs/cost.md). Per-run limits: a
+# default for runs that give none (0: none) and a ceiling no agent or run may exceed (0: none; with a ceiling and no
+# default, the ceiling is the default). Per-tool limits by tool name as JSON, e.g. {"search": 5}.
+AGENT_DEFAULT_MAX_TOTAL_TOKENS = env.int("AGENT_DEFAULT_MAX_TOTAL_TOKENS", default=0)
+AGENT_MAX_TOTAL_TOKENS_CEILING = env.int("AGENT_MAX_TOTAL_TOKENS_CEILING", default=0)
+AGENT_DEFAULT_MAX_TOOL_CALLS = env.int("AGENT_DEFAULT_MAX_TOOL_CALLS", default=0)
+AGENT_MAX_TOOL_CALLS_CEILING = env.int("AGENT_MAX_TOOL_CALLS_CEILING", default=0)
+AGENT_DEFAULT_TOOL_LIMITS = env.json("AGENT_DEFAULT_TOOL_LIMITS", default={})
+# Guardrails: a team's own checks, by the name an agent's guardrail {"type": "hook", "name": ...} gives, as dotted
+# paths, e.g. {"no_competitors": "myteam.checks.no_competitors"}; the moderation endpoint's model (OpenAI's).
+AGENT_GUARDRAIL_HOOKS = env.json("AGENT_GUARDRAIL_HOOKS", default={})
+AGENT_MODERATION_MODEL = env.str("AGENT_MODERATION_MODEL", default="omni-moderation-latest")
+# Spend: the currency costs are shown in; prices per million tokens over the repository's table (agents/limits/
+# prices.json, in USD: used only when the currency is USD), as JSON, e.g.
+# {"openai/gpt-4o-mini": {"input": "0.15", "output": "0.60", "cached_input": "0.075"}}; staff add more in the admin.
+AGENT_CURRENCY = env.str("AGENT_CURRENCY", default="USD")
+AGENT_PRICES = env.json("AGENT_PRICES", default={})
+# A daily spend quota per user in AGENT_CURRENCY (a decimal, 0: none); a user's own override in the admin.
+AGENT_DAILY_COST_QUOTA = env.str("AGENT_DAILY_COST_QUOTA", default="0")
 # Retention: finished runs older than this many days are pruned hourly by the worker (0: keep forever).
 AGENT_RETENTION_DAYS = env.int("AGENT_RETENTION_DAYS", default=0)
 # Threads: how much of a conversation's past a new run's model sees (the oldest runs are left out first).

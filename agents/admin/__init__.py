@@ -1,9 +1,9 @@
 """The operator console (Django's admin), one module per page; Django's autodiscovery imports this package.
 
 runs: runs and their traces; threads; approvals: the pending-approvals queue; agents: agent configurations; usage:
-token usage and quotas; webhooks: webhook endpoints and deliveries; keys: users' API keys (list, revoke);
-schedules: scheduled runs; filters: the run list's own filters; base: what the pages share. Eval pages live with
-the evals (agents/evals/admin.py).
+token usage, spend and quotas; prices: model prices; webhooks: webhook endpoints and deliveries; keys: users' API
+keys (list, revoke); schedules: scheduled runs; filters: the run list's own filters; base: what the pages share. Eval
+pages live with the evals (agents/evals/admin.py).
 """
 
 from django.contrib import admin
@@ -12,6 +12,7 @@ from agents.admin import (  # noqa: F401  (each registers its pages)
     agents,
     approvals,
     keys,
+    prices,
     runs,
     schedules,
     threads,

@@ -63,12 +63,30 @@ class AgentForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "placeholder": '{"type": "object", "properties": {…}}'}),
         help_text="a JSON Schema the final answer must satisfy; empty: a free-text answer",
     )
+    tool_limits = OptionalJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80, "placeholder": '{"search": 3}'}),
+        help_text="calls per tool; a call past it is answered 'exhausted' and the model goes on (docs/limits.md)",
+    )
+    guardrails = OptionalJSONField(
+        required=False,
+        widget=forms.Textarea(
+            attrs={"rows": 6, "cols": 80, "placeholder": '[{"type": "pii"}, {"type": "max_length", "chars": 2000}]'}
+        ),
+        help_text="checks of the input, the final answer and tool calls, in order (docs/guardrails.md)",
+    )
+    fallback_models = OptionalJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80, "placeholder": '["anthropic/claude-3-5-haiku-latest"]'}),
+        help_text='"provider/model" tried in order when its model fails or is rate-limited (docs/fallback-models.md)',
+    )
 
     class Meta:
         model = Agent
         fields = [
             "name", "description", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools",
             "agents", "max_turns", "timeout_s", "temperature", "max_output_tokens", "output_schema",
+            "max_total_tokens", "max_tool_calls", "tool_limits", "guardrails", "fallback_models",
         ]  # fmt: skip
 
     def __init__(self, *args, **kwargs) -> None:

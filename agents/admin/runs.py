@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
@@ -22,6 +23,7 @@ from agents.admin.base import INPUT_CHARS, ReadOnlyAdmin, thread_label
 from agents.admin.filters import ApprovalExpiredFilter, EvalRunsFilter, MetadataFilter, OwnerFilter
 from agents.engine import parts, prompts
 from agents.evals.actions import make_eval_case
+from agents.limits.prices import cost_text
 from agents.models import Run, RunStatus, Step, StepKind, Thread
 from agents.permissions import can_decide, can_review
 from agents.runs import drive, fork, review, search, selectors
@@ -110,9 +112,10 @@ class RunAdmin(ReadOnlyAdmin):
     def provider_model(self, run: Run) -> str:
         return f"{run.provider} / {run.model} ({run.protocol})"
 
-    @admin.display(description="tokens")
+    @admin.display(description="tokens (cost)")
     def tokens(self, run: Run) -> str:
-        return f"{run.total_tokens:,}"
+        cost = cost_text(run.cost_nanos)
+        return f"{run.total_tokens:,}" + (f" ({cost} {settings.AGENT_CURRENCY})" if cost is not None else "")
 
     @admin.display(description="duration")
     def duration(self, run: Run) -> str:
@@ -172,6 +175,8 @@ class RunAdmin(ReadOnlyAdmin):
             "decide_url": reverse("admin:agents_run_decide", args=[run.pk]),
             "live_events_url": _live_events_url(request, run),
             "last_step": steps[-1].index if steps else -1,
+            "run_cost": cost_text(run.cost_nanos),
+            "currency": settings.AGENT_CURRENCY,
             "fork_url": reverse("admin:agents_run_fork", args=[run.pk]),
             "may_fork": may_fork(request, run),
             **_tree_context(run),
@@ -380,6 +385,7 @@ def _step_view(step: Step) -> dict:
         "created_at": step.created_at,
         **data,
     }
+    view["cost"] = cost_text(data.get("cost_nanos"))
     for key in ("arguments", "original_arguments", "usage"):
         if key in data:
             view[f"{key}_json"] = json.dumps(data[key], indent=2)

@@ -1,9 +1,11 @@
-"""The console's usage pages: per-user quota overrides, the daily usage counters, and the admin index panel (runs by
-status, approvals waiting, tokens over the last 30 days as a chart, the top users)."""
+"""The console's usage pages: per-user quota overrides (tokens and spend), the daily usage counters (tokens and spend
+in AGENT_CURRENCY), and the admin index panel (runs by status, approvals waiting, tokens over the last 30 days as a
+chart, the top users)."""
 
 from __future__ import annotations
 
 from datetime import date, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib import admin
@@ -12,58 +14,87 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents.admin.base import ReadOnlyAdmin
-from agents.limits import quotas
+from agents.limits import prices, quotas
 from agents.models import DailyUsage, Run, RunStatus, TokenQuota
 
 
 @admin.register(TokenQuota)
 class TokenQuotaAdmin(admin.ModelAdmin):
-    """Per-user daily token quotas, instead of AGENT_DAILY_TOKEN_QUOTA."""
+    """Per-user daily quotas, instead of AGENT_DAILY_TOKEN_QUOTA and AGENT_DAILY_COST_QUOTA."""
 
-    list_display = ["user", "quota", "used_today"]
+    list_display = ["user", "quota", "used_today", "spend_quota", "spent_today"]
     search_fields = ["user__username"]
     autocomplete_fields = ["user"]
     list_select_related = ["user"]
-    fields = ["user", "daily_tokens"]
+    fields = ["user", "daily_tokens", "daily_cost"]
     ordering = ["user__username"]
 
     def get_queryset(self, request):
         today = DailyUsage.objects.filter(owner=OuterRef("user"), day=quotas.today())
         used = today.annotate(total=F("prompt_tokens") + F("completion_tokens")).values("total")[:1]
-        return super().get_queryset(request).annotate(used_today=Coalesce(Subquery(used), 0))
+        cost = today.values("cost_nanos")[:1]
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(used_today=Coalesce(Subquery(used), 0), spent_today=Coalesce(Subquery(cost), 0))
+        )
 
     def get_readonly_fields(self, request, obj=None):
         return ["user"] if obj is not None else []  # the user is the row's key: another user is another row
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "daily_cost":
+            kwargs["min_value"] = Decimal(0)
         field = super().formfield_for_dbfield(db_field, request, **kwargs)
         if db_field.name == "daily_tokens":
             default = settings.AGENT_DAILY_TOKEN_QUOTA
             field.help_text = (
-                "Tokens per UTC day; 0 means no quota for this user. Users without an override get "
-                f"AGENT_DAILY_TOKEN_QUOTA ({default or 'none'})."
+                "Tokens per UTC day; 0 means no quota for this user; empty: AGENT_DAILY_TOKEN_QUOTA "
+                f"({default or 'none'})."
+            )
+        if db_field.name == "daily_cost":
+            currency, default = settings.AGENT_CURRENCY, quotas.daily_cost_quota(None)
+            field.help_text = (
+                f"Spend per UTC day in {currency}; 0 means no spend quota for this user; empty: AGENT_DAILY_COST_QUOTA "
+                f"({f'{prices.money_text(default)} {currency}' if default else 'none'})."
             )
         return field
 
     @admin.display(description="daily tokens", ordering="daily_tokens")
     def quota(self, row: TokenQuota) -> str:
+        if row.daily_tokens is None:
+            return "default"
         return f"{row.daily_tokens:,}" if row.daily_tokens else "no quota"
 
     @admin.display(description="used today (UTC)", ordering="used_today")
     def used_today(self, row: TokenQuota) -> str:
         return f"{row.used_today:,}"
 
+    @admin.display(description="daily spend", ordering="daily_cost")
+    def spend_quota(self, row: TokenQuota) -> str:
+        if row.daily_cost is None:
+            return "default"
+        if not row.daily_cost:
+            return "no quota"
+        return f"{prices.money_text(prices.to_nanos(row.daily_cost))} {settings.AGENT_CURRENCY}"
+
+    @admin.display(description="spent today (UTC)", ordering="spent_today")
+    def spent_today(self, row: TokenQuota) -> str:
+        return f"{prices.money_text(row.spent_today)} {settings.AGENT_CURRENCY}"
+
 
 @admin.register(DailyUsage)
 class DailyUsageAdmin(ReadOnlyAdmin):
-    """Tokens per user per UTC day, as the quota counts them: read-only (a database trigger keeps the counters)."""
+    """Tokens and spend per user per UTC day, as the quotas count them: read-only (a database trigger keeps the
+    counters)."""
 
-    list_display = ["owner", "day", "prompt_tokens", "completion_tokens", "total"]
+    list_display = ["owner", "day", "prompt_tokens", "completion_tokens", "total", "spend"]
     list_filter = ["day"]
     date_hierarchy = "day"
     search_fields = ["owner__username"]
     list_select_related = ["owner"]
-    fields = ["owner", "day", "prompt_tokens", "completion_tokens", "max_unit"]
+    fields = ["owner", "day", "prompt_tokens", "completion_tokens", "max_unit", "spend"]
+    readonly_fields = ["spend"]
     ordering = ["-day", "owner__username"]
 
     def get_queryset(self, request):
@@ -75,6 +106,11 @@ class DailyUsageAdmin(ReadOnlyAdmin):
     @admin.display(description="total", ordering="total")
     def total(self, row: DailyUsage) -> int:
         return row.total
+
+    @admin.display(description="spend", ordering="cost_nanos")
+    def spend(self, row: DailyUsage) -> str:
+        """What the day's model calls cost, in AGENT_CURRENCY (calls of models without a price count nothing)."""
+        return f"{prices.money_text(row.cost_nanos)} {settings.AGENT_CURRENCY}"
 
 
 def dashboard_stats() -> dict:

@@ -53,6 +53,7 @@ def _lookup(db: str) -> tuple[str, list[str], list[str], list]:
     # start a model call checks the daily quota without a query of its own.
     qt, dt = q(TokenQuota._meta.db_table), q(DailyUsage._meta.db_table)
     columns += [f"{qt}.{q('daily_tokens')}", f"{dt}.{q('prompt_tokens')}", f"{dt}.{q('completion_tokens')}"]
+    columns += [f"{qt}.{q('daily_cost')}", f"{dt}.{q('cost_nanos')}"]  # and the spend quota's
     # And whether they have any webhook (agents.notifications.notify): a finished run of a user with none reads nothing
     # more.
     wt = q(Webhook._meta.db_table)
@@ -110,11 +111,23 @@ class FastTokenAuthentication(TokenAuthentication):
             row = cursor.fetchone()
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        row, (override, prompt, completion, hooks) = converted(list(row[:-4]), converters, connection), row[-4:]
+        facts = row[-6:]
+        row, (override, prompt, completion, cost_override, cost, hooks) = (
+            converted(list(row[:-6]), converters, connection),
+            facts,
+        )
         token = Token.from_db(db, token_names, row[: len(token_names)])
         user = Token._meta.get_field("user").related_model.from_db(db, user_names, row[len(token_names) :])
         token.user = user
-        user.owner_facts = OwnerFacts(user.pk, override, bool(hooks), (day, (prompt or 0) + (completion or 0)))
+        user.owner_facts = OwnerFacts(
+            user.pk,
+            override,
+            bool(hooks),
+            (day, (prompt or 0) + (completion or 0)),
+            cost_read=True,
+            cost_override=cost_override,
+            spent_today=(day, cost or 0),
+        )
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         return user, token

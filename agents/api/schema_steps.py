@@ -21,9 +21,19 @@ STEP_COMMON = {
 NULLABLE_STRING = {"type": "string", "nullable": True}
 TOKEN_USAGE = {
     "type": "object",
-    "properties": {key: {"type": "integer", "minimum": 0} for key in USAGE_KEYS},
+    "properties": {key: {"type": "integer", "minimum": 0} for key in (*USAGE_KEYS, "cached_tokens")},
     "required": list(USAGE_KEYS),
 }
+COST = {
+    "type": "string",
+    "nullable": True,
+    "pattern": r"^[0-9]+(\.[0-9]+)?$",
+    "description": "What the call cost, a decimal string in the deployment's currency (AGENT_CURRENCY); null when no "
+    "price is known for the model.",
+}
+LIMIT = {"type": "string", "description": 'Present when a per-run limit answered or stopped: "max_tool_calls", '
+         '"max_total_tokens" or "tool_limits.<tool>".'}  # fmt: skip
+GUARDRAIL = {"type": "string", "description": "Present when a guardrail answered or stopped: its name."}
 TOOL_CALL = {
     "type": "object",
     "properties": {
@@ -44,6 +54,11 @@ STEP_SCHEMAS = {
             "tool_calls": {"type": "array", "items": TOOL_CALL},
             "final_answer": {**NULLABLE_STRING, "description": "The answer, when the reply is final."},
             "usage": TOKEN_USAGE,
+            "cost": COST,
+            "model": {
+                "type": "string",
+                "description": 'Present when a fallback model answered: its "provider/model".',
+            },
             "reflection": {"type": "boolean", "description": "Present (true) only on a critique between attempts."},
             "finish": {
                 "type": "string",
@@ -51,7 +66,7 @@ STEP_SCHEMAS = {
                 "description": "Present only on a reply that did not end the ordinary way.",
             },
         },
-        ("reflection", "finish"),
+        ("reflection", "finish", "model"),
     ),
     "ToolStep": (
         "tool",
@@ -62,8 +77,10 @@ STEP_SCHEMAS = {
             "arguments": {**FREE_FORM_OBJECT, "description": "The arguments it ran with: any JSON object."},
             "output": {"type": "string", "description": "Exactly as fed back to the model, before wrapping."},
             "is_error": {"type": "boolean"},
+            "limit": LIMIT,
+            "guardrail": GUARDRAIL,
         },
-        (),
+        ("limit", "guardrail"),
     ),
     "ApprovalStep": (
         "approval",
@@ -81,9 +98,10 @@ STEP_SCHEMAS = {
     ),
     "ErrorStep": (
         "error",
-        "A reply that could not be used, a provider failure, a deadline hit, the quota crossed.",
-        {"message": {"type": "string"}},
-        (),
+        "A reply that could not be used, a provider failure, a deadline hit, the quota crossed, a limit reached, a "
+        "guardrail tripped.",
+        {"message": {"type": "string"}, "limit": LIMIT, "guardrail": GUARDRAIL},
+        ("limit", "guardrail"),
     ),
 }
 

@@ -15,6 +15,7 @@ from agents.api.inputs import json_type
 from agents.api.schema import NO_NUL
 from agents.engine import parts
 from agents.engine.schemas import schema_problem
+from agents.limits.prices import cost_text
 from agents.models import Run, RunMode, RunProtocol, Step, Thread
 from agents.runs import representation, search
 from agents.runs.representation import USAGE_KEYS
@@ -190,13 +191,30 @@ class RunSerializer(serializers.ModelSerializer):
     parent = serializers.SerializerMethodField()
     forked_from = serializers.SerializerMethodField()
     metadata = MetadataField(read_only=True)
+    cost = serializers.SerializerMethodField()
+    max_total_tokens = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="Tokens its model calls may use in all (null: no limit)."
+    )
+    max_tool_calls = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="Tool calls it may make (null: no limit)."
+    )
+    tool_limits = serializers.DictField(
+        child=serializers.IntegerField(), read_only=True, help_text="Calls it may make per tool."
+    )
+    guardrails = serializers.ListField(
+        child=serializers.DictField(), read_only=True, help_text="The guardrails it runs with (docs/guardrails.md)."
+    )
+    fallback_models = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text='"provider/model" tried in order when its model fails.'
+    )
 
     class Meta:
         model = Run
         fields = [
             "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent",
             "mode", "protocol", "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools",
-            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "metadata", "parent",
+            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "cost", "max_total_tokens",
+            "max_tool_calls", "tool_limits", "guardrails", "fallback_models", "metadata", "parent",
             "forked_from", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
@@ -218,6 +236,18 @@ class RunSerializer(serializers.ModelSerializer):
     )
     def get_usage(self, run: Run) -> dict:
         return representation.usage_json(run)
+
+    @extend_schema_field(
+        {
+            "type": "string",
+            "nullable": True,
+            "pattern": r"^[0-9]+(\.[0-9]+)?$",
+            "description": "What its model calls cost, a decimal string in the deployment's currency (AGENT_CURRENCY, "
+            "default USD); null while no call had a known price.",
+        }
+    )
+    def get_cost(self, run: Run) -> str | None:
+        return cost_text(run.cost_nanos)
 
     def to_representation(self, instance: Run) -> dict:
         return representation.run_json(instance)
@@ -283,6 +313,35 @@ class RunCreateSerializer(serializers.Serializer):
     )
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
     metadata = MetadataField(required=False)
+    max_total_tokens = StrictIntegerField(
+        min_value=1,
+        required=False,
+        help_text="Tokens all its model calls may use: it stops (usage_limit) before a call that would exceed them. "
+        "Default: the agent's, else the server's (AGENT_DEFAULT_MAX_TOTAL_TOKENS); never above the server's ceiling.",
+    )
+    max_tool_calls = StrictIntegerField(
+        min_value=1,
+        required=False,
+        help_text="Tool calls it may make: it stops (usage_limit) before one more. Default: the agent's, else the "
+        "server's (AGENT_DEFAULT_MAX_TOOL_CALLS); never above the server's ceiling.",
+    )
+    tool_limits = serializers.DictField(
+        child=StrictIntegerField(min_value=1),
+        required=False,
+        help_text='Calls per tool, e.g. {"search": 3}: a call past it is answered "exhausted" and the model goes on.',
+    )
+    guardrails = serializers.ListField(
+        child=NulFreeDictField(),
+        required=False,
+        max_length=20,
+        help_text="Checks of the input, the final answer and tool calls, added to the agent's (docs/guardrails.md).",
+    )
+    fallback_models = serializers.ListField(
+        child=StrictCharField(max_length=250),
+        required=False,
+        max_length=5,
+        help_text='"provider/model" tried in order when its model fails with a retryable error or is rate-limited.',
+    )
     multitask_strategy = StrictChoiceField(
         choices=[(s, s) for s in MULTITASK_STRATEGIES],
         default="reject",

@@ -44,14 +44,17 @@ log = logging.getLogger(__name__)
 # body's own fields; `option_problems` holds the rules a run would refuse by, for the console too).
 RUN_OPTIONS = (
     "agent", "provider", "model", "protocol", "max_turns", "timeout_s", "tools", "instructions", "temperature",
-    "max_output_tokens", "output_schema",
+    "max_output_tokens", "output_schema", "max_total_tokens", "max_tool_calls", "tool_limits", "guardrails",
+    "fallback_models",
 )  # fmt: skip
 _TYPES: dict[str, tuple[type, ...]] = {
     "agent": (str,), "provider": (str,), "model": (str,), "protocol": (str,), "instructions": (str,),
     "max_turns": (int,), "max_output_tokens": (int,), "timeout_s": (int, float), "temperature": (int, float),
-    "tools": (list,), "output_schema": (dict,),
+    "tools": (list,), "output_schema": (dict,), "max_total_tokens": (int,), "max_tool_calls": (int,),
+    "tool_limits": (dict,), "guardrails": (list,), "fallback_models": (list,),
 }  # fmt: skip
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list of tool names", dict: "an object"}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object"}
+_LIST_NAMES = {"tools": "a list of tool names", "guardrails": "a list of objects", "fallback_models": "a list of names"}
 # The nicknames of crontab(5), each the five fields it stands for (`@reboot` has no time: refused).
 NICKNAMES = {
     "@yearly": "0 0 1 1 *",
@@ -153,7 +156,7 @@ def option_problems(options: Any) -> dict[str, list[str]]:
     for name, value in options.items():
         kinds = _TYPES[name]
         if isinstance(value, bool) or not isinstance(value, kinds):
-            problems[name] = [f"Expected {_TYPE_NAMES[kinds[-1]]}."]
+            problems[name] = [f"Expected {_LIST_NAMES.get(name) or _TYPE_NAMES[kinds[-1]]}."]
         elif name == "tools" and not all(isinstance(n, str) for n in value):
             problems[name] = ["Expected a list of tool names."]
         elif has_nul(value):
@@ -177,6 +180,11 @@ def option_problems(options: Any) -> dict[str, list[str]]:
         temperature=merged.temperature,
         max_output_tokens=merged.max_output_tokens,
         output_schema=merged.output_schema,
+        max_total_tokens=merged.max_total_tokens,
+        max_tool_calls=merged.max_tool_calls,
+        tool_limits=merged.tool_limits,
+        guardrails=merged.guardrails,
+        fallback_models=merged.fallback_models,
     )
     return submit.agent_problems(candidate)
 

@@ -5,10 +5,11 @@ Both are pure over the state they are given: they return a new state and the eve
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents.engine import react
+from agents.engine import limits, react
 from agents.engine.dispatch import Toolset, raw_arguments, run_tool
 from agents.engine.outcomes import Act, Final, Invalid, Outcome, Stop, classify, structured
 from agents.engine.pending import approval_for, decision_problem, is_sensitive, pending_actions, pending_calls
@@ -17,6 +18,7 @@ from agents.engine.state import RunState
 from agents.engine.types import (
     CallStopped,
     Clock,
+    Guard,
     HostStop,
     LiveSink,
     Model,
@@ -28,7 +30,9 @@ from agents.engine.types import (
     ToolCall,
     ToolSpec,
     ToolWaits,
+    Verdict,
 )
+from agents.engine.wrapping import prepare
 
 
 class EngineError(Exception):
@@ -46,9 +50,14 @@ class _Recorder:
     """Appends steps with gap-free indexes and collects the ones this unit produced."""
 
     def __init__(
-        self, state: RunState, clock: Clock, interrupt: Interrupt | None = None, live: LiveSink | None = None
+        self,
+        state: RunState,
+        clock: Clock,
+        interrupt: Interrupt | None = None,
+        live: LiveSink | None = None,
+        guard: Guard | None = None,
     ) -> None:
-        self.state, self.clock, self.interrupt, self.live = state, clock, interrupt, live
+        self.state, self.clock, self.interrupt, self.live, self.guard = state, clock, interrupt, live, guard
         self.events: list[dict[str, Any]] = []
 
     def interrupted(self) -> bool:
@@ -65,11 +74,16 @@ class _Recorder:
         return step
 
     def stop(
-        self, reason: StopReason, message: str | None = None, output: str | None = None, error: str | None = None
+        self,
+        reason: StopReason,
+        message: str | None = None,
+        output: str | None = None,
+        error: str | None = None,
+        **fields: Any,
     ) -> None:
         if message is not None:
-            self.add("error", message=message)
-        if error is None and reason == StopReason.MODEL_ERROR:
+            self.add("error", message=message, **fields)
+        if error is None and reason in (StopReason.MODEL_ERROR, StopReason.USAGE_LIMIT, StopReason.GUARDRAIL):
             error = message
         self.state.finish(reason, output=output, error=error)
 
@@ -87,6 +101,7 @@ def advance(
     *,
     reply_only: bool = False,
     live: LiveSink | None = None,
+    guard: Guard | None = None,
 ) -> tuple[RunState, list[dict[str, Any]]]:
     """One unit: one model call and the tool calls it asked for, pausing before a sensitive one.
 
@@ -94,6 +109,7 @@ def advance(
     `advance` then runs the calls it asked for (the rest of the same unit). A reply that asks only for instant tools
     (`instant_calls`) is the exception: they run at once, and the host stores the reply with their results.
     `live` hears the reply as it is written and each tool call as it starts and ends (nothing of it is stored).
+    `guard`: the run's guardrails (checked on the input, a final answer, each call's arguments and result).
     """
     if state.status == Status.DONE:
         raise EngineError("the run is done")
@@ -101,7 +117,7 @@ def advance(
         raise EngineError("the run is awaiting approval")
     state = state.copy()
     state.status, state.waiting = Status.RUNNING, None
-    rec = _Recorder(state, clock, interrupt, live)
+    rec = _Recorder(state, clock, interrupt, live, guard)
     if pending_calls(state):
         _run_pending(rec, toolset)
     else:
@@ -123,6 +139,7 @@ def decide(
     interrupt: Interrupt | None = None,
     record_only: bool = False,
     live: LiveSink | None = None,
+    guard: Guard | None = None,
 ) -> tuple[RunState, list[dict[str, Any]]]:
     """Record decisions on pending calls, then run (or skip) them and the rest of the unit's calls.
 
@@ -145,7 +162,7 @@ def decide(
     chosen = {d["call_id"]: d for d in decisions}
     state = state.copy()
     state.waiting = None
-    rec = _Recorder(state, clock, interrupt, live)
+    rec = _Recorder(state, clock, interrupt, live, guard)
     for call in pending_calls(state):
         decision = chosen.get(call.id)
         if decision is None:
@@ -174,6 +191,7 @@ def resume_calls(
     clock: Clock,
     interrupt: Interrupt | None = None,
     live: LiveSink | None = None,
+    guard: Guard | None = None,
 ) -> tuple[RunState, list[dict[str, Any]]]:
     """Run the calls the last reply asked for that are still pending (after a stored decision), pausing before a
     sensitive one; then the between-unit budget checks."""
@@ -181,7 +199,7 @@ def resume_calls(
         raise EngineError("the run is not running")
     state = state.copy()
     state.waiting = None
-    rec = _Recorder(state, clock, interrupt, live)
+    rec = _Recorder(state, clock, interrupt, live, guard)
     _run_pending(rec, toolset)
     _after_unit(rec)
     return state, rec.events
@@ -200,6 +218,11 @@ def _model_turn(rec: _Recorder, model: Model, toolset: Toolset, run_calls: bool 
         if state.reflections < state.max_reflections:
             return _reflect(rec, model, toolset)
         return rec.stop(StopReason.MAX_TURNS)
+    if state.turns == 0 and rec.guard is not None:  # the input, before the first model call (a trip always stops)
+        verdict = rec.guard.check("input", state.input)
+        if verdict is not None:
+            _trip(rec, Verdict(verdict.guardrail, verdict.reason), "input")
+            return None
     called = _call_model(rec, model, toolset, "the model call")
     if called is None:
         return None
@@ -207,9 +230,43 @@ def _model_turn(rec: _Recorder, model: Model, toolset: Toolset, run_calls: bool 
     outcome, thought = classify(reply, state, toolset)
     if isinstance(outcome, Final) and state.output_schema is not None:
         outcome = structured(outcome, state.output_schema)
-    _record_reply(rec, reply, outcome, thought, latency)
-    if isinstance(outcome, Act) and (run_calls or instant_calls(state, toolset, outcome.calls)):
+    tripped = None
+    if rec.guard is not None:
+        reply, outcome, thought = _redacted(rec.guard, reply, outcome, thought)
+        if isinstance(outcome, Final):  # before the final answer is accepted
+            tripped = rec.guard.check("output", outcome.answer)
+    _record_reply(rec, reply, outcome, thought, latency, tripped)
+    if tripped is None and isinstance(outcome, Act) and (run_calls or instant_calls(state, toolset, outcome.calls)):
         _run_pending(rec, toolset)
+
+
+def _redacted(
+    guard: Guard, reply: ModelReply, outcome: Outcome, thought: str | None
+) -> tuple[ModelReply, Outcome, str | None]:
+    """The reply as the record keeps it: what the output guardrails redact (PII) replaced in its text, its thought
+    and its final answer (the model, the logs and the client see only that)."""
+    text = guard.redact("output", reply.text or "")
+    if thought is not None:
+        thought = guard.redact("output", thought)
+    if isinstance(outcome, Final):
+        outcome = Final(guard.redact("output", outcome.answer))
+    if text != (reply.text or ""):
+        reply = dataclasses.replace(reply, text=text)
+    return reply, outcome, thought
+
+
+def _corrected_before(state: RunState, guardrail: str) -> bool:
+    return any(step.get("guardrail") == guardrail and step.get("correction") for step in state.steps)
+
+
+def _trip(rec: _Recorder, verdict: Verdict, stage: str) -> bool:
+    """A tripped guardrail: with action "correct", once per guardrail and run, the caller tells the model why (True:
+    the run goes on); else the run stops with stop reason `guardrail` and an error step naming it (False)."""
+    if verdict.action == "correct" and stage != "input" and not _corrected_before(rec.state, verdict.guardrail):
+        return True
+    message = f"Guardrail '{verdict.guardrail}' tripped on the {stage.replace('_', ' ')}: {verdict.reason}"
+    rec.stop(StopReason.GUARDRAIL, message, guardrail=verdict.guardrail, stage=stage)
+    return False
 
 
 def instant_calls(state: RunState, toolset: Toolset, calls: Sequence[ToolCall]) -> bool:
@@ -234,6 +291,10 @@ def _call_model(
     now = rec.clock()
     if now >= state.deadline:
         rec.stop(StopReason.TIMEOUT, f"deadline reached before {what}")
+        return None
+    refusal = limits.before_model_call(state)
+    if refusal is not None:
+        rec.stop(StopReason.USAGE_LIMIT, refusal.message, limit=refusal.limit)
         return None
     specs = tool_specs(toolset, state)
     messages = render_messages(state, specs)
@@ -277,13 +338,25 @@ def _call_model(
     state.turns += 1
     state.prompt_tokens += reply.usage.prompt_tokens
     state.completion_tokens += reply.usage.completion_tokens
+    if reply.cost_nanos is not None:
+        state.cost_nanos = (state.cost_nanos or 0) + reply.cost_nanos
     return reply, _ms(rec.clock() - now)
 
 
-def _record_reply(rec: _Recorder, reply: ModelReply, outcome: Outcome, thought: str | None, latency: int) -> None:
+def _record_reply(
+    rec: _Recorder,
+    reply: ModelReply,
+    outcome: Outcome,
+    thought: str | None,
+    latency: int,
+    tripped: Verdict | None = None,
+) -> None:
+    """Store the reply as a model step, then what its outcome means; `tripped`: an output guardrail refused its final
+    answer (kept in the step's text, not as the final answer)."""
     calls = [c.as_dict() for c in outcome.calls] if isinstance(outcome, Act) else []
-    final = outcome.answer if isinstance(outcome, Final) else None
-    extra = _unusual_fields(reply, thought) if (reply.finish or reply.blocks or reply.reasoning) else {}
+    final = outcome.answer if isinstance(outcome, Final) and tripped is None else None
+    unusual = reply.finish or reply.blocks or reply.reasoning or reply.model or reply.cost_nanos is not None
+    extra = _unusual_fields(reply, thought) if unusual else {}
     rec.add(
         "model",
         latency,
@@ -294,7 +367,10 @@ def _record_reply(rec: _Recorder, reply: ModelReply, outcome: Outcome, thought: 
         usage=reply.usage.as_dict(),
         **extra,
     )
-    if isinstance(outcome, Final):
+    if tripped is not None:
+        if _trip(rec, tripped, "output"):  # the model is told why, and answers again
+            rec.add("error", message=f"Guardrail '{tripped.guardrail}': {tripped.reason}", **_correction(tripped))
+    elif isinstance(outcome, Final):
         rec.stop(StopReason.FINAL_ANSWER, output=outcome.answer)
     elif isinstance(outcome, Stop):
         rec.stop(outcome.reason, outcome.message, error=outcome.error)
@@ -314,7 +390,15 @@ def _unusual_fields(reply: ModelReply, thought: str | None) -> dict[str, Any]:
         extra["blocks"] = list(reply.blocks)
     if thought is not None and thought is reply.reasoning:
         extra["thinking"] = True
+    if reply.model is not None:
+        extra["model"] = reply.model
+    if reply.cost_nanos is not None:
+        extra["cost_nanos"] = reply.cost_nanos
     return extra
+
+
+def _correction(verdict: Verdict) -> dict[str, Any]:
+    return {"guardrail": verdict.guardrail, "correction": True}
 
 
 def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
@@ -329,6 +413,26 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
         if now >= state.deadline:
             return rec.stop(StopReason.TIMEOUT, "deadline reached before a tool call")
         approval = approval_for(state, call.id)
+        refusal = limits.before_tool_call(state, call.name)  # before a human is asked: a refused call is never run
+        if refusal is not None and refusal.stops:
+            return rec.stop(StopReason.USAGE_LIMIT, refusal.message, limit=refusal.limit)
+        if refusal is not None:
+            note = prepare(refusal.message, toolset.max_output_chars)
+            rec.add("tool", call_id=call.id, name=call.name, arguments=call.arguments, output=note, is_error=True,
+                    limit=refusal.limit)  # fmt: skip
+            continue
+        if rec.guard is not None and raw_arguments(call.arguments) is None:
+            checked = approval["arguments"] if approval else call.arguments
+            verdict = rec.guard.check("tool_arguments", tool=call.name, arguments=checked)
+            if verdict is not None:
+                if not _trip(rec, verdict, "tool_arguments"):
+                    return None
+                note = prepare(f"Guardrail '{verdict.guardrail}' refused these arguments: {verdict.reason}. The tool "
+                               "did not run; call it again with arguments that keep to that rule, or go on without "
+                               "it.", toolset.max_output_chars)  # fmt: skip
+                rec.add("tool", call_id=call.id, name=call.name, arguments=checked, output=note, is_error=True,
+                        **_correction(verdict))  # fmt: skip
+                continue
         # A call whose arguments are not a JSON object cannot run: the model is told so at once, without a reviewer.
         if approval is None and is_sensitive(state, toolset, call.name) and raw_arguments(call.arguments) is None:
             state.status = Status.AWAITING_APPROVAL
@@ -346,15 +450,29 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
         latency = _ms(rec.clock() - now)
         if rec.live is not None:
             rec.live.tool_finished(call.id, call.name, result.is_error, latency)
-        rec.add(
-            "tool",
-            latency,
-            call_id=call.id,
-            name=call.name,
-            arguments=arguments,
-            output=result.output,
-            is_error=result.is_error,
-        )
+        output, is_error, verdict = result.output, result.is_error, None
+        if rec.guard is not None and not is_error:  # what the model (and the record) may see of the result
+            output = rec.guard.redact("tool_output", output)
+            verdict = rec.guard.check("tool_output", output, tool=call.name)
+        if verdict is None:
+            rec.add("tool", latency, call_id=call.id, name=call.name, arguments=arguments, output=output,
+                    is_error=is_error)  # fmt: skip
+            continue
+        goes_on = _trip_withheld(rec, verdict)
+        note = prepare(f"Guardrail '{verdict.guardrail}' withheld this tool's output: {verdict.reason}.",
+                       toolset.max_output_chars)  # fmt: skip
+        marks = _correction(verdict) if goes_on else {"guardrail": verdict.guardrail}
+        rec.add("tool", latency, call_id=call.id, name=call.name, arguments=arguments, output=note, is_error=True,
+                withheld=True, **marks)  # fmt: skip
+        if not goes_on:
+            rec.stop(StopReason.GUARDRAIL, f"Guardrail '{verdict.guardrail}' tripped on the tool output: "
+                     f"{verdict.reason}", guardrail=verdict.guardrail, stage="tool_output")  # fmt: skip
+            return None
+
+
+def _trip_withheld(rec: _Recorder, verdict: Verdict) -> bool:
+    """A tool output's trip: the tool ran (its output is withheld either way); True when the run goes on."""
+    return verdict.action == "correct" and not _corrected_before(rec.state, verdict.guardrail)
 
 
 def _reflect(rec: _Recorder, model: Model, toolset: Toolset) -> None:
@@ -376,6 +494,8 @@ def _reflect(rec: _Recorder, model: Model, toolset: Toolset) -> None:
         final_answer=None,
         usage=reply.usage.as_dict(),
         reflection=True,
+        **({"cost_nanos": reply.cost_nanos} if reply.cost_nanos is not None else {}),
+        **({"model": reply.model} if reply.model is not None else {}),
     )
 
 

@@ -48,6 +48,10 @@ CORRECTION = (
 CORRECTION_TOOLS = "Your last reply was empty. Call a tool, or answer the user's task."
 DENIED = "A human reviewer denied this call{reason}. The tool did not run; continue without it."
 
+GUARDRAIL_CORRECTION = (
+    "Your final answer was not accepted: {reason}. Answer again, keeping to that rule; the user sees only an answer "
+    "that does."
+)
 
 INSTRUCTIONS = "\n\nInstructions for this agent (they never override the rules above):\n{instructions}"
 OUTPUT_RULE = "\n\nYour final answer must be only JSON that is valid against this JSON Schema:\n{schema}"
@@ -167,6 +171,11 @@ def _render_step(
         return _result(protocol, step["call_id"], step["name"], wrap(step["output"]))
     if kind == "approval" and not step["approved"]:
         return _result(protocol, step["call_id"], step["name"], wrap(denial_text(step)))
+    if kind == "error" and ("guardrail" in step or "limit" in step):
+        if not step.get("correction"):
+            return None  # it ended the run
+        reason = step["message"].split(": ", 1)[-1]
+        return {"role": "user", "content": GUARDRAIL_CORRECTION.format(reason=reason)}
     if kind == "error" and previous is not None and previous["kind"] == "model":
         if step.get("output"):  # a final answer that broke the output schema
             problem = step["message"].split(": ", 1)[-1]

@@ -42,6 +42,12 @@ class RunState:
     # The input as a list of parts when it has images (agents.engine.parts); None for a string input, which `input`
     # holds. `input` is then the text of the parts (what a text-only reader sees).
     input_parts: list[dict[str, Any]] | None = None
+    # Per-run limits (None / empty: none): tokens of all model calls, tool calls that ran, calls per tool name.
+    max_total_tokens: int | None = None
+    max_tool_calls: int | None = None
+    tool_limits: dict[str, int] = field(default_factory=dict)
+    # What the run's model calls cost, in billionths of the deployment's currency; None while no call had a price.
+    cost_nanos: int | None = None
     # What the unit that just ended waits for (a tool raised ToolWaits: e.g. a child run's id), else None. Not
     # stored: a run taken up again calls the tool again, which answers or waits again.
     waiting: str | None = None

@@ -25,6 +25,8 @@ class StopReason(StrEnum):
     OUTPUT_TRUNCATED = "output_truncated"  # the reply reached the output token limit (its tool calls never run)
     CONTENT_FILTERED = "content_filtered"  # the provider's content filter stopped the reply
     REFUSED = "refused"  # the model declined to answer (OpenAI `refusal`, Anthropic `stop_reason: refusal`)
+    USAGE_LIMIT = "usage_limit"  # a per-run limit (max_total_tokens, max_tool_calls) would be exceeded
+    GUARDRAIL = "guardrail"  # a guardrail tripped (the error step names it and says why)
 
 
 class Finish(StrEnum):
@@ -55,19 +57,26 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens of one call. `cached_tokens`: the part of `prompt_tokens` the provider read from its prompt cache
+    (priced lower); 0 when it reports none."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def as_dict(self) -> dict[str, int]:
-        return {
+        data = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.cached_tokens:
+            data["cached_tokens"] = self.cached_tokens
+        return data
 
 
 @dataclass(frozen=True)
@@ -121,10 +130,20 @@ class ModelReply:
     reasoning: str | None = None
     finish: Finish | None = None
     blocks: tuple[dict[str, Any], ...] = ()
+    # Set by the host: the "provider/model" that answered when it is not the run's own (a fallback model), and the
+    # call's price in billionths of the deployment's currency when a price is known for that model.
+    model: str | None = None
+    cost_nanos: int | None = None
 
 
 class ModelError(Exception):
-    """A provider failed after its retries; the message is safe to show (no keys, no stack)."""
+    """A provider failed after its retries; the message is safe to show (no keys, no stack). `retryable`: the
+    failure was one a later attempt (or another model) may not meet: a timeout, a lost connection, a rate limit
+    (429), an overloaded or failing server (408, 409, 5xx). An authentication or request error is not."""
+
+    def __init__(self, message: str = "", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class CallStopped(Exception):
@@ -166,6 +185,30 @@ class HostStop(Exception):
     def __init__(self, reason: StopReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A guardrail's finding. `action`: "stop" (the run ends with stop reason `guardrail`) or "correct" (the model is
+    told why, once per guardrail and run; a second trip stops the run)."""
+
+    guardrail: str  # its name, as configured
+    reason: str  # why, in words the user and the model can read (never the matched secret itself)
+    action: str = "stop"
+
+
+class Guard(Protocol):
+    """A run's guardrails, as the host built them. Stages: "input" (before the first model call), "output" (before
+    a final answer is accepted), "tool_arguments" (before a tool runs, and before its call pauses for approval),
+    "tool_output" (before a tool's result is stored and shown to the model). `redact` replaces what must not be
+    seen (PII) in a text of a stage and costs no I/O; `check` may call out (a moderation endpoint) and answers the
+    first guardrail that trips, or None."""
+
+    def redact(self, stage: str, text: str) -> str: ...
+
+    def check(
+        self, stage: str, text: str | None = None, tool: str | None = None, arguments: dict[str, Any] | None = None
+    ) -> Verdict | None: ...
 
 
 class Model(Protocol):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from decimal import Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,12 @@ class OwnerFacts:
     quota_override: int | None  # the user's own daily token quota (TokenQuota); None: the server's default applies
     has_webhooks: bool  # whether the user has registered any webhook
     used_today: tuple[date, int] | None = None  # (UTC day, tokens used that day) when read; None: not known
+    # The spend quota's facts, when the reader read them (`cost_read`): the user's own daily spend quota
+    # (TokenQuota.daily_cost; None: the server's default applies) and (UTC day, billionths spent that day). Without
+    # them the spend check reads them itself (agents.limits.quotas).
+    cost_read: bool = False
+    cost_override: Decimal | float | None = None  # as the statement read it (SQLite: a float)
+    spent_today: tuple[date, int] | None = None
 
     def about(self, user_id: int) -> OwnerFacts | None:
         """These facts when they are `user_id`'s, else None (an actor who is not the run's owner)."""

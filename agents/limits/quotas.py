@@ -1,4 +1,4 @@
-"""Daily token quotas and usage (API.md v1.1, "Quotas and usage"). Services layer.
+"""Daily token and spend quotas and usage (API.md v1.1, "Quotas and usage"; docs/cost.md). Services layer.
 
 Usage is counted per user per UTC day in `DailyUsage`, kept by a database trigger on the run row: the unit's own
 commit (its UPDATE of the run's token counters) adds the difference in the same statement, so counting costs no
@@ -19,6 +19,11 @@ A quota (`AGENT_DAILY_TOKEN_QUOTA`, or the user's `TokenQuota` override) is chec
 A reservation expires with the call's own timeout, and goes as soon as another worker takes its run: a worker that
 died mid-call (kill -9, a lost machine) leaves a reservation behind, and the run's next holder drops it before its
 own first call, so a resumed run never waits on (or stops for) its dead predecessor's call.
+
+A spend quota (`AGENT_DAILY_COST_QUOTA` in AGENT_CURRENCY, or the user's `TokenQuota.daily_cost`) is checked at the
+same two places against today's spend (`DailyUsage.cost_nanos`, kept by the same trigger from each run's cost), with
+no reservation: a call is let in while today's spend is below the quota. So parallel runs of one user may overshoot
+it by the calls they have in flight (a call's price is known only once it has answered).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -34,6 +40,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from agents.engine import HostStop, ModelRequest, StopReason
+from agents.limits import prices
 from agents.limits.owners import OwnerFacts
 from agents.models import DailyUsage, QuotaReservation, TokenQuota
 
@@ -47,8 +54,22 @@ class QuotaExceeded(Exception):
     def __init__(self, quota: int, used: int) -> None:
         self.quota, self.used = quota, used
         self.retry_after = seconds_to_midnight()
-        super().__init__(
-            f"The daily token quota of {quota} tokens is used up ({used} used today, UTC); it resets at 00:00 UTC."
+        super().__init__(f"The {self.used_up(quota, used)}; it resets at 00:00 UTC.")
+
+    @staticmethod
+    def used_up(quota: int, used: int) -> str:
+        return f"daily token quota of {quota} tokens is used up ({used} used today, UTC)"
+
+
+class SpendQuotaExceeded(QuotaExceeded):
+    """Today's spend has reached the user's spend quota (`quota` and `used` in billionths of AGENT_CURRENCY)."""
+
+    @staticmethod
+    def used_up(quota: int, used: int) -> str:
+        currency = settings.AGENT_CURRENCY
+        return (
+            f"daily spend quota of {prices.money_text(quota)} {currency} is used up "
+            f"({prices.money_text(used)} {currency} spent today, UTC)"
         )
 
 
@@ -68,40 +89,79 @@ def daily_quota(override: int | None) -> int:
 
 
 def quota_for(user_id: int, facts: OwnerFacts | None = None) -> int:
-    """The user's daily quota (0: none). With their `facts` (read with something else) it costs no query."""
-    if facts is not None and facts.user_id == user_id:
-        return daily_quota(facts.quota_override)
-    return daily_quota(TokenQuota.objects.filter(user_id=user_id).values_list("daily_tokens", flat=True).first())
+    """The user's daily token quota (0: none), as `quotas_for` reads it."""
+    return quotas_for(user_id, facts)[0]
+
+
+def quotas_for(user_id: int, facts: OwnerFacts | None = None) -> tuple[int, int]:
+    """The user's daily token quota and spend quota in billionths (0: none). With their `facts` (read with something
+    else) holding both overrides it costs no query; otherwise one statement reads both."""
+    if facts is not None and facts.user_id == user_id and facts.cost_read:
+        return daily_quota(facts.quota_override), daily_cost_quota(facts.cost_override)
+    row = TokenQuota.objects.filter(user_id=user_id).values_list("daily_tokens", "daily_cost").first()
+    tokens, cost = row or (None, None)
+    return daily_quota(tokens), daily_cost_quota(cost)
+
+
+def daily_cost_quota(override: Decimal | float | None) -> int:
+    """The daily spend quota in billionths (0: none) of a user whose override is `override` (as the ORM or a raw
+    statement reads TokenQuota.daily_cost): it, else AGENT_DAILY_COST_QUOTA."""
+    if override is None:
+        return prices.to_nanos(prices.amount(settings.AGENT_DAILY_COST_QUOTA, "AGENT_DAILY_COST_QUOTA"))
+    return prices.to_nanos(prices.amount(override, "TokenQuota.daily_cost"))
+
+
+def _day(user_id: int, day=None) -> tuple[int, int, int]:
+    """(prompt tokens, completion tokens, billionths spent) of the user's runs on `day` (UTC; default today)."""
+    row = DailyUsage.objects.filter(owner_id=user_id, day=day or today())
+    return row.values_list("prompt_tokens", "completion_tokens", "cost_nanos").first() or (0, 0, 0)
 
 
 def usage(user_id: int, day=None) -> tuple[int, int]:
     """(prompt, completion) tokens the user's runs used on `day` (UTC; default today)."""
-    row = DailyUsage.objects.filter(owner_id=user_id, day=day or today()).values_list(
-        "prompt_tokens", "completion_tokens"
-    )
-    return row.first() or (0, 0)
+    prompt, completion, _ = _day(user_id, day)
+    return prompt, completion
+
+
+def spent(user_id: int, day=None) -> int:
+    """What the user's runs cost on `day` (UTC; default today), in billionths of AGENT_CURRENCY."""
+    return _day(user_id, day)[2]
 
 
 def check_can_start(user_id: int, facts: OwnerFacts | None = None) -> None:
-    """Before creating or advancing a run of `user_id`: QuotaExceeded when today's usage has reached the quota.
+    """Before creating or advancing a run of `user_id`: QuotaExceeded when today's usage has reached the token
+    quota, SpendQuotaExceeded when today's spend has reached the spend quota.
 
-    An API request's facts (from its token look-up) hold the override and today's usage: then this costs no query.
+    An API request's facts (from its token look-up) hold the overrides and today's usage: then this costs no query.
     """
     facts = facts.about(user_id) if facts is not None else None
-    quota = quota_for(user_id, facts)
-    if not quota:
-        return
-    known = facts.used_today if facts is not None else None
-    used = known[1] if known is not None and known[0] == today() else sum(usage(user_id))
-    if used >= quota:
-        raise QuotaExceeded(quota, used)
+    quota, cost_quota = quotas_for(user_id, facts)
+    if quota:
+        used = _known_today(facts.used_today if facts is not None else None)
+        used = sum(usage(user_id)) if used is None else used
+        if used >= quota:
+            raise QuotaExceeded(quota, used)
+    if cost_quota:
+        cost = _known_today(facts.spent_today if facts is not None else None)
+        cost = spent(user_id) if cost is None else cost
+        if cost >= cost_quota:
+            raise SpendQuotaExceeded(cost_quota, cost)
+
+
+def _known_today(fact: tuple | None) -> int | None:
+    """A (day, amount) fact's amount when it is today's, else None (not known)."""
+    return fact[1] if fact is not None and fact[0] == today() else None
 
 
 class Admission:
-    """One run's gate before each model call (None when the owner has no quota): reserve, call, release."""
+    """One run's gate before each model call (None when the owner has neither quota): under a token quota reserve,
+    call, release; under a spend quota check today's spend first."""
 
-    def __init__(self, user_id: int, quota: int, deadline: float, run_id: uuid.UUID | None = None) -> None:
+    def __init__(
+        self, user_id: int, quota: int, deadline: float, run_id: uuid.UUID | None = None, cost_quota: int = 0
+    ) -> None:
         self.user_id, self.quota, self.deadline, self.run_id = user_id, quota, deadline, run_id
+        self.cost_quota = cost_quota
         self.reservation: uuid.UUID | None = None
 
     @classmethod
@@ -111,17 +171,24 @@ class Admission:
         """The gate for a run's units in this hold, or None without a quota. A reservation this run already has
         belongs to an earlier holder that never gave it back (each hold gives its own back as it ends): that worker
         died mid-call, so the reservation goes now instead of when its call would have timed out."""
-        quota = quota_for(owner_id, facts)
-        if not quota:
+        quota, cost_quota = quotas_for(owner_id, facts)
+        if not quota and not cost_quota:
             return None
-        if run_id is not None:
+        if run_id is not None and quota:
             QuotaReservation.objects.filter(run_id=run_id).delete()
-        return cls(owner_id, quota, deadline, run_id)
+        return cls(owner_id, quota, deadline, run_id, cost_quota)
 
     def enter(self, timeout_s: float, idle=None, request: ModelRequest | None = None) -> None:
         """Wait until this call fits, then reserve it; HostStop when the quota is used up. `idle()` is called before
         each wait (the host hands its database connection back: a waiting run holds none). The call reserves
-        `call_bound(request)`, or the largest call counted today if that is more (without a request: only that)."""
+        `call_bound(request)`, or the largest call counted today if that is more (without a request: only that).
+        Under a spend quota, HostStop as well when today's spend has reached it."""
+        if self.cost_quota:
+            cost = spent(self.user_id)
+            if cost >= self.cost_quota:
+                raise HostStop(StopReason.QUOTA_EXCEEDED, f"the {SpendQuotaExceeded.used_up(self.cost_quota, cost)}")
+        if not self.quota:
+            return
         bound = call_bound(request) if request is not None else 0
         while True:
             verdict = self._try(timeout_s, bound)
@@ -152,10 +219,7 @@ class Admission:
             row = _locked_usage(self.user_id, day)
             used = row.prompt_tokens + row.completion_tokens
             if used >= self.quota:
-                raise HostStop(
-                    StopReason.QUOTA_EXCEEDED,
-                    f"the daily token quota of {self.quota} tokens is used up ({used} used today, UTC)",
-                )
+                raise HostStop(StopReason.QUOTA_EXCEEDED, f"the {QuotaExceeded.used_up(self.quota, used)}")
             live = QuotaReservation.objects.filter(owner_id=self.user_id, expires_at__gt=now)
             reserved = live.aggregate(n=Sum("tokens"))["n"] or 0
             unit = row.max_unit
@@ -202,9 +266,9 @@ def _locked_usage(user_id: int, day) -> DailyUsage:
 
 
 def usage_report(user) -> dict:
-    """`GET /api/v1/usage`."""
-    prompt, completion = usage(user.pk)
-    quota = quota_for(user.pk)
+    """`GET /api/v1/usage`: today's tokens and spend, each against its quota (null: none)."""
+    prompt, completion, cost = _day(user.pk)
+    quota, cost_quota = quotas_for(user.pk)
     total = prompt + completion
     return {
         "day": today().isoformat(),
@@ -213,4 +277,8 @@ def usage_report(user) -> dict:
         "total_tokens": total,
         "quota": quota or None,
         "remaining": max(quota - total, 0) if quota else None,
+        "cost": prices.cost_text(cost),
+        "cost_quota": prices.cost_text(cost_quota) if cost_quota else None,
+        "cost_remaining": prices.cost_text(max(cost_quota - cost, 0)) if cost_quota else None,
+        "currency": settings.AGENT_CURRENCY,
     }

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_CAP_S = 5.0
 # No retry is started when less than this is left of the run's budget.
 MIN_RETRY_WINDOW_S = 0.25
-# Statuses the SDKs retry: the error message says how many attempts were made.
+# Statuses the SDKs retry (and every status >= 500): the error message says how many attempts were made, and the
+# ModelError is `retryable`, so a fallback model is tried (agents/providers/fallback.py).
 RETRYABLE = frozenset({408, 409, 429})
 STATUS_TEXT = {
     400: "request rejected",
@@ -259,13 +260,34 @@ def as_int(value: Any) -> int:
 
 @dataclass(frozen=True)
 class SdkErrors:
-    """The exception classes of one SDK (both SDKs use the same names) plus its transport's errors."""
+    """The exception classes of one SDK (both SDKs use the same names) plus its transport's errors. `transient`: the
+    transport errors another attempt may not meet (a timeout, a dropped connection: a stream cut mid-reply surfaces
+    as one), as opposed to a bad URL."""
 
     base: type[BaseException]
     status: type[BaseException]
     timeout: type[BaseException]
     connection: type[BaseException]
     transport: tuple[type[BaseException], ...] = ()
+    transient: tuple[type[BaseException], ...] = ()
+
+
+def status_retryable(status: object) -> bool:
+    """Whether an HTTP status (or a provider's error code that is one) reports a failure another attempt or another
+    model may not meet: a timeout, a conflict, a rate limit, a failing or overloaded server (5xx, 529)."""
+    if isinstance(status, str) and status.isdigit():
+        status = int(status)
+    return isinstance(status, int) and not isinstance(status, bool) and (status in RETRYABLE or status >= 500)
+
+
+def retryable(exc: BaseException, errors: SdkErrors) -> bool:
+    """Whether the failure of a call (after the SDK's own retries) is one a fallback model may not meet: a timeout,
+    a lost connection or a retryable status, not a refused key, a rejected request or a malformed reply."""
+    if isinstance(exc, (errors.timeout, errors.connection)):
+        return True
+    if isinstance(exc, errors.status):
+        return status_retryable(int(getattr(exc, "status_code", 0) or 0))
+    return isinstance(exc, errors.transient)
 
 
 def safe_message(name: str, exc: BaseException, errors: SdkErrors, budget: Budget, attempts: int) -> str:
@@ -278,8 +300,7 @@ def safe_message(name: str, exc: BaseException, errors: SdkErrors, budget: Budge
     if isinstance(exc, errors.status):
         status = int(getattr(exc, "status_code", 0) or 0)
         text = STATUS_TEXT.get(status, "server error" if status >= 500 else "request failed")
-        retried = status in RETRYABLE or status >= 500
-        return f"{name}: {text}{tries if retried else ''} (HTTP {status})"
+        return f"{name}: {text}{tries if status_retryable(status) else ''} (HTTP {status})"
     if isinstance(exc, json.JSONDecodeError):
         return f"{name}: malformed reply (not JSON)"
     return f"{name}: request failed ({type(exc).__name__})"
@@ -291,9 +312,8 @@ def run_call(name: str, errors: SdkErrors, budget: Budget, call: Callable[[], by
         try:
             return call()
         except (errors.base, ValueError, *errors.transport) as exc:  # type: ignore[misc]  # ValueError: bad JSON
-            message = safe_message(name, exc, errors, budget, state.attempts)
-    log.warning("LLM call failed: %s", message)
-    raise ModelError(message)
+            error = failed(name, exc, errors, budget, state.attempts)
+    raise error
 
 
 def post_json(client: Any, path: str, payload: bytes, budget: Budget, raw: type) -> bytes:
@@ -341,6 +361,7 @@ def post_stream(client: Any, path: str, payload: bytes, budget: Budget, stream_c
 
 
 def failed(name: str, exc: BaseException, errors: SdkErrors, budget: Budget, attempts: int) -> ModelError:
+    """The safe ModelError for a failed call (logged), `retryable` as the failure was."""
     message = safe_message(name, exc, errors, budget, attempts)
     log.warning("LLM call failed: %s", message)
-    return ModelError(message)
+    return ModelError(message, retryable=retryable(exc, errors))

@@ -21,6 +21,7 @@ ERRORS = _common.SdkErrors(
     timeout=anthropic.APITimeoutError,
     connection=anthropic.APIConnectionError,
     transport=(httpx2.HTTPError, httpx2.StreamError, httpx2.InvalidURL),
+    transient=(httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError),
 )
 EMPTY_TEXT = "(empty)"
 
@@ -237,10 +238,10 @@ def parse_tool_use(name: str, block: dict[str, Any]) -> ToolCall:
 
 
 def parse_usage(raw: Any) -> Usage:
-    """input (+ cache creation + cache read) and output tokens; 0 when absent."""
+    """input (+ cache creation + cache read) and output tokens; the cache reads are also `cached_tokens` (priced
+    lower); 0 when absent."""
     if not isinstance(raw, dict):
         return Usage()
-    prompt = sum(
-        _common.as_int(raw.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    )
-    return Usage(prompt_tokens=prompt, completion_tokens=_common.as_int(raw.get("output_tokens")))
+    cached = _common.as_int(raw.get("cache_read_input_tokens"))
+    prompt = cached + sum(_common.as_int(raw.get(k)) for k in ("input_tokens", "cache_creation_input_tokens"))
+    return Usage(prompt_tokens=prompt, completion_tokens=_common.as_int(raw.get("output_tokens")), cached_tokens=cached)

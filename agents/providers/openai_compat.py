@@ -22,6 +22,7 @@ ERRORS = _common.SdkErrors(
     timeout=openai.APITimeoutError,
     connection=openai.APIConnectionError,
     transport=(httpx2.HTTPError, httpx2.StreamError, httpx2.InvalidURL),
+    transient=(httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError),
 )
 
 
@@ -241,7 +242,7 @@ def first_message(name: str, data: dict[str, Any]) -> dict[str, Any]:
     if not choices and isinstance(data.get("error"), dict):
         code = data["error"].get("code")
         suffix = f" (code {code})" if isinstance(code, int | str) and len(str(code)) < 20 else ""
-        raise ModelError(f"{name}: the provider returned an error{suffix}")
+        raise ModelError(f"{name}: the provider returned an error{suffix}", retryable=_common.status_retryable(code))
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ModelError(f"{name}: unexpected reply shape (no choices)")
     message = choices[0].get("message")
@@ -291,12 +292,17 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
 
 
 def parse_usage(raw: Any) -> Usage:
-    """prompt/completion tokens; 0 when absent."""
+    """prompt/completion tokens, and the part of the prompt read from the prompt cache
+    (`prompt_tokens_details.cached_tokens`, priced lower); 0 when absent."""
     if not isinstance(raw, dict):
         return Usage()
+    prompt = _common.as_int(raw.get("prompt_tokens"))
+    details = raw.get("prompt_tokens_details")
+    cached = _common.as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
     return Usage(
-        prompt_tokens=_common.as_int(raw.get("prompt_tokens")),
+        prompt_tokens=prompt,
         completion_tokens=_common.as_int(raw.get("completion_tokens")),
+        cached_tokens=min(cached, prompt),
     )
 
 

@@ -30,6 +30,10 @@ INTERRUPT_CHECK_S = 0.25
 
 TextSink = Callable[[str], None]
 
+# The Messages API's error types (in an `error` event of a stream that had begun) that a fallback model may not meet:
+# its 429, 500, 504 and 529 (overloaded) as the stream reports them.
+RETRYABLE_ERRORS = frozenset({"rate_limit_error", "api_error", "timeout_error", "overloaded_error"})
+
 
 class StreamCut(Exception):
     """The stream ended before the provider said it was complete (no `[DONE]` / `message_stop`): retryable."""
@@ -89,7 +93,9 @@ class OpenAIStream:
         if isinstance(chunk.get("error"), dict):
             code = chunk["error"].get("code")
             suffix = f" (code {code})" if isinstance(code, int | str) and len(str(code)) < 20 else ""
-            raise ModelError(f"{self.name}: the provider returned an error{suffix}")
+            raise ModelError(
+                f"{self.name}: the provider returned an error{suffix}", retryable=_common.status_retryable(code)
+            )
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
@@ -131,8 +137,11 @@ class OpenAIStream:
         return self.done or self.finish is not None
 
     def partial_usage(self) -> Usage:
+        """As openai_compat.parse_usage reads it (the usage chunk comes last: a stream stopped before has none)."""
         raw = self.usage or {}
-        return Usage(as_int(raw.get("prompt_tokens")), as_int(raw.get("completion_tokens")))
+        prompt, details = as_int(raw.get("prompt_tokens")), raw.get("prompt_tokens_details")
+        cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        return Usage(prompt, as_int(raw.get("completion_tokens")), min(cached, prompt))
 
     def body(self) -> dict[str, Any]:
         """The body a non-streamed call would have returned."""
@@ -176,7 +185,9 @@ class AnthropicStream:
         value = _json(self.name, data)
         kind = value.get("type", event)
         if kind == "error":
-            raise ModelError(f"{self.name}: the provider returned an error mid-stream")
+            error = value.get("error")
+            retryable = isinstance(error, dict) and error.get("type") in RETRYABLE_ERRORS
+            raise ModelError(f"{self.name}: the provider returned an error mid-stream", retryable=retryable)
         if kind == "message_start":
             message = value.get("message")
             if isinstance(message, dict) and isinstance(message.get("usage"), dict):
@@ -219,11 +230,11 @@ class AnthropicStream:
         return self.done
 
     def partial_usage(self) -> Usage:
+        """As anthropic_provider.parse_usage reads it: the input (cache reads included) is known from message_start."""
         u = self.usage
-        prompt = sum(
-            as_int(u.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        )
-        return Usage(prompt, as_int(u.get("output_tokens")))
+        cached = as_int(u.get("cache_read_input_tokens"))
+        prompt = cached + sum(as_int(u.get(k)) for k in ("input_tokens", "cache_creation_input_tokens"))
+        return Usage(prompt, as_int(u.get("output_tokens")), cached)
 
     def body(self) -> dict[str, Any]:
         if not self.complete():
@@ -294,7 +305,7 @@ def stream_call(
                 if retries >= budget.max_retries or state.left() < _common.MIN_RETRY_WINDOW_S:
                     if isinstance(exc, StreamCut):
                         log.warning("LLM call failed: %s: the stream ended early", name)
-                        raise ModelError(f"{name}: the reply stream ended early") from None
+                        raise ModelError(f"{name}: the reply stream ended early", retryable=True) from None
                     raise _common.failed(name, exc, errors, budget, state.attempts) from None
                 retries += 1
                 if folded.emitted and request.on_retry is not None:

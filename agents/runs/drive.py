@@ -16,7 +16,8 @@ from django.utils import timezone
 from agents import engine
 from agents.engine.dispatch import schema_error
 from agents.errors import InvalidRequest, RunBusy, RunFinished
-from agents.limits import quotas
+from agents.guardrails import guard_for
+from agents.limits import prices, quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, StopReason
 from agents.providers import ProviderConfigError
@@ -239,7 +240,7 @@ def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
     paused_for = max((now - run.updated_at).total_seconds(), 0.0)
     run.deadline = run.deadline + timedelta(seconds=paused_for)
     held.state.deadline = rows.to_epoch(run.deadline)
-    toolset = runtime.build_toolset(run)
+    toolset, guard = runtime.build_toolset(run), unheld_guard(run)
     # The decisions are stored before the tools they allow run: a worker dying in a tool call loses no decision.
     state, events = engine.decide(
         held.state,
@@ -256,7 +257,7 @@ def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
         tree.unmirror(run)  # the ancestors that showed this pause wait on this run again
     if record_only:
         return
-    state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt, live=held.live)
+    state, events = engine.resume_calls(held.state, toolset, runtime.clock, held.interrupt, live=held.live, guard=guard)
     store.commit_unit(held, state, events, release=last or state.status != RunStatus.RUNNING or _waits(state))
 
 
@@ -270,24 +271,26 @@ def _units(held: store.Held, units: int | None) -> None:
         state.finish(engine.StopReason.MODEL_ERROR, error=str(exc))
         return store.commit_unit(held, state, [], release=True)
     held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.facts, held.run.pk)
-    model, toolset, done = Unheld(model, held.admission, held), runtime.build_toolset(held.run), 0
+    guard = unheld_guard(held.run)
+    quiet = guard is not None and guard.watches("output")  # the words go out only once redacted and accepted
+    model, toolset, done = Unheld(model, held.admission, held, quiet=quiet), runtime.build_toolset(held.run), 0
     while (
         held.state.status == RunStatus.RUNNING and not _waits(held.state) and (units is UNTIL_STOPPED or done < units)
     ):
         with telemetry.unit(held.run):
-            _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units)
+            _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units, guard=guard)
         done += 1
 
 
-def _unit(held: store.Held, model, toolset, last_unit: bool) -> None:
+def _unit(held: store.Held, model, toolset, last_unit: bool, guard=None) -> None:
     """One unit in two commits: the model's reply is stored before any tool it asked for runs (in one when it asked
     only for instant tools, which run with it: agents/engine/loop.py `instant_calls`)."""
     clock, stop, sink = runtime.clock, held.interrupt, held.live
-    state, events = engine.advance(held.state, model, toolset, clock, stop, reply_only=True, live=sink)
+    state, events = engine.advance(held.state, model, toolset, clock, stop, reply_only=True, live=sink, guard=guard)
     calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
     store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or (last_unit and not calls_wait))
     if calls_wait and held.state.status == RunStatus.RUNNING:  # (a reply alone never waits: its calls have not run)
-        state, events = engine.advance(held.state, model, toolset, clock, stop, live=sink)
+        state, events = engine.advance(held.state, model, toolset, clock, stop, live=sink, guard=guard)
         store.commit_unit(held, state, events, release=state.status != RunStatus.RUNNING or last_unit or _waits(state))
 
 
@@ -305,8 +308,10 @@ class Unheld:
     holding a connection either.
     """
 
-    def __init__(self, model, admission: quotas.Admission | None = None, held: store.Held | None = None) -> None:
-        self.model, self.admission, self.held = model, admission, held
+    def __init__(
+        self, model, admission: quotas.Admission | None = None, held: store.Held | None = None, quiet: bool = False
+    ) -> None:
+        self.model, self.admission, self.held, self.quiet = model, admission, held, quiet
 
     def complete(self, request):
         if leases.stopping():  # this process is going away: hand the run on rather than start a call
@@ -316,20 +321,59 @@ class Unheld:
             self.admission.enter(request.timeout_s, idle=store.release_connection, request=request)
         store.release_connection()
         live_sink = self.held.live if self.held is not None else None
-        if request.on_text is not None and (live_sink is None or not live_sink.streams()):
+        if request.on_text is not None and (self.quiet or live_sink is None or not live_sink.streams()):
             request = dataclasses.replace(request, on_text=None, on_retry=None)  # no one follows: a plain call
         try:
             with telemetry.model_call(self.held.run if self.held is not None else None, request) as record:
                 if self.held is None or request.on_text is None:
-                    record.reply = self.model.complete(request)
+                    reply = self.model.complete(request)
                 else:
                     with doorbell.watching(self.held.run.pk) as bell:
                         checked = dataclasses.replace(request, interrupted=Cancelled(self.held.run.pk, bell))
-                        record.reply = self.model.complete(checked)
+                        reply = self.model.complete(checked)
+                record.reply = self._priced(reply)
                 return record.reply
         finally:
             if self.held is not None and self.held.live is not None:
                 self.held.live.flush()
+            store.reacquire_connection()
+
+    def _priced(self, reply):
+        """The reply with its cost, at the price of the model that answered (a fallback names itself)."""
+        if self.held is None:
+            return reply
+        provider, model = self.held.run.provider, self.held.run.model
+        if reply.model is not None:
+            provider, _, model = reply.model.partition("/")
+        return prices.priced(reply, provider, model)
+
+
+def unheld_guard(run: Run):
+    """The run's guardrails (None without any); a guard that calls out (a moderation endpoint, a team's hook) holds no
+    database connection while it does, like a model call."""
+    guard = guard_for(run)
+    if guard is None or not getattr(guard, "calls_out", False):
+        return guard
+    return UnheldGuard(guard)
+
+
+class UnheldGuard:
+    """A Guard whose checks hold no database connection (ours goes back before each, and is taken again after)."""
+
+    def __init__(self, guard) -> None:
+        self.guard = guard
+
+    def redact(self, stage: str, text: str) -> str:
+        return self.guard.redact(stage, text)
+
+    def watches(self, stage: str) -> bool:
+        return self.guard.watches(stage)
+
+    def check(self, stage, text=None, tool=None, arguments=None):
+        store.release_connection()
+        try:
+            return self.guard.check(stage, text, tool=tool, arguments=arguments)
+        finally:
             store.reacquire_connection()
 
 

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.errors import InvalidRequest
+from agents.guardrails import redact_input
 from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, Step
@@ -79,13 +80,18 @@ def _new_fork(original: Run, actor, from_step: int, overrides: dict, events: lis
         output_schema=original.output_schema,
         metadata=original.metadata,
         trace_context=telemetry.carrier(),
-        input=overrides.get("input", original.input),
+        input=redact_input(original.guardrails, overrides["input"]) if "input" in overrides else original.input,
         input_parts=None if "input" in overrides else original.input_parts,
         mode=mode,
         protocol=original.protocol,
         tools=original.tools,
         sensitive_tools=original.sensitive_tools,
         subagents=original.subagents,
+        max_total_tokens=original.max_total_tokens,
+        max_tool_calls=original.max_tool_calls,
+        tool_limits=original.tool_limits,
+        guardrails=original.guardrails,
+        fallback_models=original.fallback_models,
         max_reflections=original.max_reflections,
         approval_ttl_s=original.approval_ttl_s,
         forked_from_run=original.pk,

@@ -23,7 +23,7 @@ from agents.models import Run, RunStatus, Step, TokenQuota, Webhook
 RUN_COLUMNS = (
     "status", "stop_reason", "output", "error", "turns", "reflections", "attempt_start_turn", "prompt_tokens",
     "completion_tokens", "deadline", "updated_at", "version", "lease_owner", "lease_expires", "approval_expires_at",
-    "output_json",
+    "output_json", "cost_nanos",
 )  # fmt: skip
 STEP_COLUMNS = ("run", "index", "kind", "data", "latency_ms", "created_at")
 # Columns whose stored value is the Python value itself: the ORM's preparation of these is an identity for the str,
@@ -225,13 +225,15 @@ def _run_reader(vendor: str) -> tuple[str, tuple[str, ...], list]:
 
 @cache
 def _owner_facts_sql(vendor: str) -> str:
-    """The owner's daily-quota override and whether they have a webhook, as two columns of a statement on the runs
-    table (the API has both from its token look-up; a worker would otherwise read each with a query of its own)."""
+    """The owner's daily token and spend quota overrides and whether they have a webhook, as three columns of a
+    statement on the runs table (the API has them from its token look-up; a worker would otherwise read each with a
+    query of its own)."""
     q = connection.ops.quote_name
     owner = f"{q(Run._meta.db_table)}.{q('owner_id')}"
     tq, wt = q(TokenQuota._meta.db_table), q(Webhook._meta.db_table)
     return (
         f"(SELECT {tq}.{q('daily_tokens')} FROM {tq} WHERE {tq}.{q('user_id')} = {owner} LIMIT 1), "  # noqa: S608
+        f"(SELECT {tq}.{q('daily_cost')} FROM {tq} WHERE {tq}.{q('user_id')} = {owner} LIMIT 1), "  # noqa: S608
         f"EXISTS (SELECT 1 FROM {wt} WHERE {wt}.{q('owner_id')} = {owner})"
     )
 
@@ -317,5 +319,7 @@ def _claimed(db, sql: str, params: list[Any], owner_facts: bool) -> tuple[Run, O
         return None
     _, attnames, converters = _run_reader(db.vendor)
     run = Run.from_db(db.alias, attnames, converted(list(row[: len(attnames)]), converters, db))
-    facts = OwnerFacts(run.owner_id, row[-2], bool(row[-1])) if owner_facts else None
+    facts = None
+    if owner_facts:
+        facts = OwnerFacts(run.owner_id, row[-3], bool(row[-1]), cost_read=True, cost_override=row[-2])
     return run, facts

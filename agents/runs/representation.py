@@ -12,12 +12,13 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from agents.limits.prices import cost_text
 from agents.models import Run, Step
 from agents.runs import selectors
 
 # The fields each kind of step shows, from its stored data (API reference, "Steps").
 STEP_FIELDS = {
-    "model": ("thought", "text", "tool_calls", "final_answer", "usage"),
+    "model": ("thought", "text", "tool_calls", "final_answer", "usage", "cost"),
     "tool": ("call_id", "name", "arguments", "output", "is_error"),
     "approval": ("call_id", "name", "original_arguments", "arguments", "approved", "reviewer", "reason"),
     "error": ("message",),
@@ -66,7 +67,9 @@ def run_json(run: Run) -> dict:
         "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
         "sensitive_tools": run.sensitive_tools, "pending_action": actions[0] if actions else None,
         "pending_actions": actions, "error": run.error,
-        "usage": usage_json(run), "metadata": run.metadata, "parent": parent_json(run),
+        "usage": usage_json(run), "cost": cost_text(run.cost_nanos), "max_total_tokens": run.max_total_tokens,
+        "max_tool_calls": run.max_tool_calls, "tool_limits": run.tool_limits, "guardrails": run.guardrails,
+        "fallback_models": run.fallback_models, "metadata": run.metadata, "parent": parent_json(run),
         "forked_from": forked_from_json(run),
         "created_at": when(run.created_at), "updated_at": when(run.updated_at),
     }  # fmt: skip
@@ -101,6 +104,13 @@ def step_json(step: Step) -> dict:
     data = {"index": step.index, "kind": step.kind, "created_at": when(step.created_at), "latency_ms": step.latency_ms}
     for name in STEP_FIELDS.get(step.kind, ()):
         data[name] = step.data.get(name)
+    if step.kind == "model":
+        data["cost"] = cost_text(step.data.get("cost_nanos"))  # stored in billionths, shown as a decimal string
+        if "model" in step.data:
+            data["model"] = step.data["model"]  # a fallback model answered
+    for mark in ("limit", "guardrail"):  # a limit or a guardrail answered the call, or stopped the run
+        if mark in step.data:
+            data[mark] = step.data[mark]
     if step.data.get("reflection"):
         data["reflection"] = True  # a critique between attempts (max_reflections)
     if "finish" in step.data:

@@ -55,6 +55,10 @@ def state_from_rows(run: Run, steps: list[dict]) -> RunState:
         max_output_tokens=run.max_output_tokens,
         output_schema=run.output_schema,
         input_parts=run.input_parts,
+        max_total_tokens=run.max_total_tokens,
+        max_tool_calls=run.max_tool_calls,
+        tool_limits=dict(run.tool_limits or {}),
+        cost_nanos=run.cost_nanos,
     )
 
 
@@ -71,6 +75,7 @@ def run_fields(state: RunState) -> dict:
         "prompt_tokens": state.prompt_tokens,
         "completion_tokens": state.completion_tokens,
         "output_json": structured_output(state),
+        "cost_nanos": state.cost_nanos,
     }
 
 

@@ -10,8 +10,10 @@ from django.conf import settings
 
 from agents import providers
 from agents.engine import Toolset, wrapping
+from agents.engine.types import Model
 from agents.models import Run
-from agents.providers import Provider, get_provider
+from agents.providers import get_provider
+from agents.providers.fallback import with_fallbacks
 from agents.runs import telemetry
 from agents.tools import Tool, ToolContext, ToolRegistry, load_builtin_tools, mcp
 from memory import embeddings
@@ -100,5 +102,7 @@ def run_tools(names: list[str] | None) -> dict[str, Tool]:
     return dict(sorted(tools.items()))
 
 
-def build_model(run: Run) -> Provider:
-    return get_provider(run.provider, run.model)
+def build_model(run: Run) -> Model:
+    """The run's model; with fallback models, the primary falling back to each in turn (providers/fallback.py)."""
+    primary = get_provider(run.provider, run.model)
+    return with_fallbacks(primary, list(run.fallback_models)) if run.fallback_models else primary

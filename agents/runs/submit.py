@@ -20,12 +20,14 @@ from django.utils import timezone
 from agents.engine import parts, schemas
 from agents.engine.dispatch import ToolResult, Toolset, run_tool, schema_error
 from agents.errors import InvalidRequest, NotAllowed, ThreadBusy, UnknownTool
+from agents.guardrails import guardrails_problem, redact_input, redacted_parts
 from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Agent, Run, RunMode, RunStatus, Thread
 from agents.permissions import can_invoke_sensitive
 from agents.providers import ProviderConfigError, accepts_images, validate_choice
-from agents.runs import drive, idempotency, leases, multitask, persist, rows, runtime, store, telemetry
+from agents.providers.fallback import fallback_problem
+from agents.runs import drive, idempotency, leases, multitask, persist, rows, runtime, store, telemetry, tree
 from agents.tools import ToolContext
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,12 @@ class RunOptions:
     child_of: ChildLink | None = None  # a sub-agent's run: the parent call that starts it (agents/runs/children.py)
     multitask_strategy: str = "reject"  # with thread_id, when the thread has a run in progress (MULTITASK_STRATEGIES)
     metadata: dict | None = None  # the client's own labels (checked by the API: agents.runs.search.metadata_problem)
+    # Safety and cost (None: the agent's, else the server's defaults): per-run limits, guardrails, fallback models.
+    max_total_tokens: int | None = None
+    max_tool_calls: int | None = None
+    tool_limits: dict[str, int] | None = None
+    guardrails: list[dict] | None = None
+    fallback_models: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,13 @@ def start_run(
     _check_images(options, provider, model)
     names = _tool_names(options.tools, "tools")
     sensitive = runtime.sensitive_names(names, also=_tool_names(list(options.sensitive_tools), "sensitive_tools"))
+    options = checked_safety(options)
+    if options.guardrails:  # personal data a pii guardrail redacts on the input: never stored, never sent
+        options = replace(
+            options,
+            input=redact_input(options.guardrails, options.input),
+            input_parts=redacted_parts(options.guardrails, options.input_parts),
+        )
     thread = _thread_of(owner, options.thread_id)
     run = _new_run(owner, options, thread, [], provider, model, names, sensitive, lease_owner)
     budget = partial(_image_budget, options, provider, model)
@@ -182,8 +197,77 @@ def _new_run(owner, options: RunOptions, thread, history, provider, model, names
         lease_expires=leases.until() if lease_owner else None,
         created_at=now,
         updated_at=now,
+        max_total_tokens=options.max_total_tokens,
+        max_tool_calls=options.max_tool_calls,
+        tool_limits=dict(options.tool_limits or {}),
+        guardrails=list(options.guardrails or []),
+        fallback_models=list(options.fallback_models or []),
     )
     return run
+
+
+# Per-run limits: (the option, the setting of its default, the setting of its ceiling); 0 in a setting: none.
+LIMIT_SETTINGS = {
+    "max_total_tokens": ("AGENT_DEFAULT_MAX_TOTAL_TOKENS", "AGENT_MAX_TOTAL_TOKENS_CEILING"),
+    "max_tool_calls": ("AGENT_DEFAULT_MAX_TOOL_CALLS", "AGENT_MAX_TOOL_CALLS_CEILING"),
+}
+
+
+def checked_safety(options: RunOptions) -> RunOptions:
+    """The options with the server's default limits under them, checked (400 naming the field): limits within the
+    ceilings, per-tool limits of known tools, guardrails and fallback models usable."""
+    found = safety_problems(options)
+    if found:
+        raise InvalidRequest(found)
+    limits: dict[str, Any] = {}
+    for name, (default, ceiling) in LIMIT_SETTINGS.items():
+        if getattr(options, name) is None:
+            limits[name] = int(getattr(settings, default)) or int(getattr(settings, ceiling)) or None
+    defaults = dict(settings.AGENT_DEFAULT_TOOL_LIMITS or {})
+    limits["tool_limits"] = {**defaults, **(options.tool_limits or {})}
+    return replace(options, **limits)
+
+
+def safety_problems(options: Any, where: str = "") -> dict[str, list[str]]:
+    """What is wrong with the safety settings of run options or an agent (the same attributes), by field."""
+    problems: dict[str, list[str]] = {}
+    for name, (_, ceiling_setting) in LIMIT_SETTINGS.items():
+        value, ceiling = getattr(options, name), int(getattr(settings, ceiling_setting))
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems[name] = [f"{where}Must be a whole number of at least 1."]
+        elif ceiling and value > ceiling:
+            problems[name] = [f"{where}Must be at most {ceiling} (the server's ceiling, {ceiling_setting})."]
+    problem = tool_limits_problem(options.tool_limits, getattr(options, "agents", None))
+    if problem:
+        problems["tool_limits"] = [where + problem]
+    problem = guardrails_problem(options.guardrails) if options.guardrails is not None else None
+    if problem:
+        problems["guardrails"] = [where + problem]
+    problem = fallback_problem(options.fallback_models) if options.fallback_models is not None else None
+    if problem:
+        problems["fallback_models"] = [where + problem]
+    return problems
+
+
+def tool_limits_problem(value: Any, agents: list[str] | None = None) -> str | None:
+    """Why `value` is not an object of known tool names to whole numbers >= 1 (at most the tool-call ceiling)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return 'An object of tool names to the most calls each, e.g. {"search": 3}.'
+    known = set(runtime.tool_registry().names()) | {tree.tool_name(a) for a in agents or [] if isinstance(a, str)}
+    unknown = sorted(str(n) for n in value if n not in known)
+    if unknown:
+        return f"Unknown tool(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}."
+    ceiling = int(settings.AGENT_MAX_TOOL_CALLS_CEILING)
+    for name, limit in value.items():
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            return f"The limit of {name!r} must be a whole number of at least 1."
+        if ceiling and limit > ceiling:
+            return f"The limit of {name!r} must be at most {ceiling} (AGENT_MAX_TOOL_CALLS_CEILING)."
+    return None
 
 
 def _checked_model(options: RunOptions) -> tuple[str, str]:
@@ -262,7 +346,8 @@ REQUEST_LIMITS = {**RUN_LIMITS, "max_reflections": (0, 5), "approval_ttl_s": (60
 
 AGENT_FIELDS = (
     "instructions", "provider", "model", "protocol", "tools", "max_turns", "timeout_s", "temperature",
-    "max_output_tokens", "output_schema", "agents",
+    "max_output_tokens", "output_schema", "agents", "max_total_tokens", "max_tool_calls", "tool_limits", "guardrails",
+    "fallback_models",
 )  # fmt: skip
 
 
@@ -281,11 +366,33 @@ def with_agent(options: RunOptions) -> RunOptions:
         if getattr(options, name) is None and value not in (None, ""):
             merged[name] = value
     merged["sensitive_tools"] = tuple(sorted({*options.sensitive_tools, *(agent.sensitive_tools or [])}))
+    merged |= _agent_brakes(agent, options)
     if "output_schema" in merged:  # stored before references were checked: refused as a request's would be
         problem = output_schema_problem(merged["output_schema"])
         if problem:
             raise InvalidRequest({"output_schema": [f"Agent {agent.name!r}: {problem}"]})
     return replace(options, **merged)
+
+
+def _agent_brakes(agent, options: RunOptions) -> dict[str, Any]:
+    """An agent's brakes hold for every run of it: a request may lower its limits, never raise them, and its
+    guardrails come first, before any the request adds (like sensitive tools: a run can tighten, never loosen)."""
+    brakes: dict[str, Any] = {}
+    for name in ("max_total_tokens", "max_tool_calls"):
+        mine, theirs = getattr(agent, name), getattr(options, name)
+        if mine is not None and theirs is not None:
+            brakes[name] = min(mine, theirs) if isinstance(theirs, int) else theirs
+    if isinstance(agent.tool_limits, dict) and options.tool_limits is not None:
+        limits = dict(options.tool_limits) if isinstance(options.tool_limits, dict) else options.tool_limits
+        if isinstance(limits, dict):
+            for tool, most in agent.tool_limits.items():
+                given = limits.get(tool)
+                limits[tool] = min(most, given) if isinstance(given, int) and isinstance(most, int) else most
+        brakes["tool_limits"] = limits
+    if isinstance(agent.guardrails, list) and agent.guardrails and options.guardrails is not None:
+        given = options.guardrails if isinstance(options.guardrails, list) else []
+        brakes["guardrails"] = [*agent.guardrails, *given]
+    return brakes
 
 
 def agent_problems(agent) -> dict[str, list[str]]:
@@ -318,6 +425,7 @@ def agent_problems(agent) -> dict[str, list[str]]:
         problem = output_schema_problem(agent.output_schema)
         if problem:
             problems["output_schema"] = [problem]
+    problems.update(safety_problems(agent))
     return problems
 
 

@@ -34,6 +34,12 @@ RUN_KEYS = {
     "metadata",  # v1.2 (issue 37): the client's labels, {} when none
     "parent",  # v1.2 (issue 36): a child run's parent {"run", "step"}, else null
     "forked_from",  # v1.2 (issue 36): a fork's original {"run", "step"}, else null
+    "cost",  # v1.2 (issue 38): a decimal string in AGENT_CURRENCY, null without a known price
+    "max_total_tokens",  # issue 38: per-run limits (null: none)
+    "max_tool_calls",
+    "tool_limits",
+    "guardrails",  # issue 38
+    "fallback_models",  # issue 38
     "mode",
     "protocol",
     "provider",
@@ -51,7 +57,7 @@ RUN_KEYS = {
 }
 STEP_COMMON = {"index", "kind", "created_at", "latency_ms"}
 STEP_FIELDS = {
-    "model": {"thought", "text", "tool_calls", "final_answer", "usage"},
+    "model": {"thought", "text", "tool_calls", "final_answer", "usage", "cost"},
     "tool": {"call_id", "name", "arguments", "output", "is_error"},
     "approval": {"call_id", "name", "original_arguments", "arguments", "approved", "reviewer", "reason"},
     "error": {"message"},

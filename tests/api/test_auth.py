@@ -148,7 +148,10 @@ def test_the_prepared_token_lookup_gives_what_drfs_gives(alice):
     from agents.limits import quotas
     from agents.limits.owners import OwnerFacts
 
-    assert ours[0].owner_facts == OwnerFacts(alice.pk, None, False, (quotas.today(), 0))
+    day = quotas.today()
+    assert ours[0].owner_facts == OwnerFacts(
+        alice.pk, None, False, (day, 0), cost_read=True, cost_override=None, spent_today=(day, 0)
+    )
     assert attributes(ours[1]) == attributes(theirs[1])
     assert ours[1].user is ours[0]
     assert ours[0].date_joined.tzinfo is not None  # a datetime, not the column's raw text

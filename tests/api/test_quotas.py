@@ -67,6 +67,10 @@ def test_usage_is_counted_per_user_per_day_by_the_commit(api, alice, bob, model)
         "total_tokens": 0,
         "quota": None,
         "remaining": None,
+        "cost": "0",
+        "cost_quota": None,
+        "cost_remaining": None,
+        "currency": "USD",
     }
     for _ in range(2):
         assert openai_run(api).json()["output"] == "4"

@@ -16,7 +16,10 @@ from tests.api.conftest import RUNS, SCHEMA, create_run, run_url
 pytestmark = pytest.mark.django_db
 
 STEP_COMPONENTS = {"model": "ModelStep", "tool": "ToolStep", "approval": "ApprovalStep", "error": "ErrorStep"}
-OPTIONAL_STEP_FIELDS = {"reflection", "finish"}  # model steps only: present when used
+# Present when used: a critique, an unusual ending, the fallback model that answered (model steps); the limit or
+# guardrail that answered a call or stopped the run (tool and error steps).
+OPTIONAL_STEP_FIELDS = {"model": {"reflection", "finish", "model"}, "tool": {"limit", "guardrail"},
+                        "error": {"limit", "guardrail"}}  # fmt: skip
 
 
 @pytest.fixture
@@ -70,7 +73,7 @@ def test_steps_are_a_union_discriminated_by_kind(schemas):
         assert schemas[enum]["enum"] == [kind]
         declared = {"index", "kind", "created_at", "latency_ms", *STEP_FIELDS[kind]}
         assert set(component["required"]) == declared
-        assert set(component["properties"]) - declared == (OPTIONAL_STEP_FIELDS if kind == "model" else set())
+        assert set(component["properties"]) - declared == OPTIONAL_STEP_FIELDS.get(kind, set())
         for field, schema in component["properties"].items():
             assert "type" in schema or _refs(schema), f"{name}.{field} is untyped"
 

@@ -147,6 +147,8 @@ def map_case(context: object, case: schemathesis.Case) -> schemathesis.Case:
         body = case.body = {**body, "agent": FUZZ_AGENT}  # likewise an agent: only stored names exist
     if isinstance(body, dict) and any(isinstance(body.get(k), list) for k in TOOL_LISTS):
         body = case.body = {**body, **{k: _known_tools(body[k]) for k in TOOL_LISTS if isinstance(body.get(k), list)}}
+    if isinstance(body, dict):
+        body = case.body = {**body, **_usable_safety(body)}
     if isinstance(body, dict) and isinstance(body.get("thread_id"), str):
         try:
             uuid.UUID(body["thread_id"])
@@ -154,6 +156,31 @@ def map_case(context: object, case: schemathesis.Case) -> schemathesis.Case:
             return case
         case.body = {**body, "thread_id": FUZZ_THREAD}
     return case
+
+
+def _usable_safety(body: dict) -> dict:
+    """Likewise issue 38's options: a fallback is `provider/model` of an allowed provider with its key (only `demo`
+    here), a per-tool limit names a registered tool, and a guardrail is one of the documented kinds (free-form
+    objects in the schema: each kind's fields are in its description). Well-formed values are pointed at usable ones;
+    others are kept, to be refused."""
+    mapped: dict = {}
+    fallbacks = body.get("fallback_models")
+    if isinstance(fallbacks, list):
+        mapped["fallback_models"] = [
+            f"demo/m{i}" if isinstance(name, str) and name.strip() and "\x00" not in name else name
+            for i, name in enumerate(fallbacks)
+        ]
+    limits = body.get("tool_limits")
+    if isinstance(limits, dict):
+        known = runtime.tool_registry().names()
+        mapped["tool_limits"] = {known[i % len(known)]: value for i, value in enumerate(limits.values())}
+    guardrails = body.get("guardrails")
+    if isinstance(guardrails, list):
+        mapped["guardrails"] = [
+            {"type": "max_length", "name": f"g{i}", "chars": 100000} if isinstance(g, dict) else g
+            for i, g in enumerate(guardrails)
+        ]
+    return mapped
 
 
 def _known_tools(names: list) -> list:

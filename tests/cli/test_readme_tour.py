@@ -19,7 +19,7 @@ from tests.cli.test_plain_shell import manage, plain_shell
 from tests.cli.test_readme_commands import README, shell_lines
 from tests.integration._support import ROOT
 
-SECTIONS = ("30-second tour", "An approval round trip", "Agents that work together")
+SECTIONS = ("30-second tour", "An approval round trip", "Agents that work together", "Brakes and spend")
 MAKE_RUN = re.compile(r"^\s*(\w+=\S*\s+)*make run\b")
 
 
@@ -102,4 +102,7 @@ def test_the_tour_and_the_approval_round_trip_work_as_written(served):
     assert '"text":"my favourite colour is teal"' in out
     assert '"agent":"triage"' in out and '"output":"84"' in out  # the sub-agent's answer, through its child run
     assert '"forked_from":{"run":' in out and out.count('"status":"awaiting_approval"') >= 2  # the fork waits again
+    assert '"stop_reason":"usage_limit"' in out and "max_tool_calls (1)" in out  # the limit stopped it
+    assert '"input":"Remember that my e-mail is [email]"' in out and "ann@example.com" not in out  # redacted
+    assert '"currency":"USD"' in out and '"cost":' in out  # the usage of the day
     assert "Authentication credentials" not in out and '"detail"' not in out, out

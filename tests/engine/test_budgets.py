@@ -16,12 +16,14 @@ def test_stop_reasons_are_exactly_those_of_the_api():
         "cancelled",
         "content_filtered",  # issue 33
         "final_answer",
+        "guardrail",  # issue 38
         "max_turns",
         "model_error",
         "output_truncated",  # issue 33
         "quota_exceeded",  # v1.1
         "refused",  # issue 33
         "timeout",
+        "usage_limit",  # issue 38
     ]
 
 

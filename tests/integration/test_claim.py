@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
-from agents.limits.owners import OwnerFacts
 from agents.models import Run, TokenQuota, Webhook
 from agents.runs import persist
 from tests.conftest import make_user, stored_run_fields
@@ -75,13 +75,18 @@ def test_a_queued_runs_budget_starts_when_it_is_claimed():
 def test_the_owners_quota_facts_come_with_the_claim(with_facts):
     owner, now = make_user("owner"), timezone.now()
     if with_facts:
-        TokenQuota.objects.create(user=owner, daily_tokens=1234)
+        TokenQuota.objects.create(user=owner, daily_tokens=1234, daily_cost=Decimal("2.5"))
         Webhook.objects.create(owner=owner, url="https://hooks.example/x", events=["run.done"], secret="s")
     Webhook.objects.create(owner=make_user("someone else"), url="https://hooks.example/y", events=[], secret="s")
     run = queued_run(owner)
 
     claimed, facts = persist.claim_queued(run.pk, "t1", now, now + SOON, owner_facts=True)
 
-    assert facts == OwnerFacts(owner.pk, 1234 if with_facts else None, with_facts)
+    assert facts is not None and facts.cost_read
+    assert (facts.user_id, facts.quota_override, facts.has_webhooks) == (owner.pk, 1234 if with_facts else None,
+                                                                          with_facts)  # fmt: skip
+    assert (Decimal(str(facts.cost_override)) if with_facts else facts.cost_override) == (
+        Decimal("2.5") if with_facts else None
+    )
     assert claimed.pk == run.pk
     assert persist.claim(queued_run(owner).pk, "t2", ["queued"], now, now + SOON)[1] is None  # not asked for

@@ -37,7 +37,8 @@ HOOK_PATH = "/hooks"
 RUN_KEYS = {
     "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent", "mode",
     "protocol", "provider", "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action",
-    "pending_actions", "error", "usage", "metadata", "parent", "forked_from", "created_at", "updated_at",
+    "pending_actions", "error", "usage", "cost", "max_total_tokens", "max_tool_calls", "tool_limits",
+    "guardrails", "fallback_models", "metadata", "parent", "forked_from", "created_at", "updated_at",
 }  # fmt: skip
 DELIVER = "agents.tasks.deliver_webhook"
 EMAIL = "agents.tasks.email_reviewers"

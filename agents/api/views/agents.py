@@ -18,7 +18,8 @@ class AgentSerializer(serializers.ModelSerializer):
         model = Agent
         fields = [
             "name", "description", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools",
-            "agents", "max_turns", "timeout_s", "temperature", "max_output_tokens", "output_schema", "created_at",
+            "agents", "max_turns", "timeout_s", "temperature", "max_output_tokens", "output_schema",
+            "max_total_tokens", "max_tool_calls", "tool_limits", "guardrails", "fallback_models", "created_at",
             "updated_at",
         ]  # fmt: skip
         read_only_fields = fields

@@ -1,13 +1,19 @@
-"""`GET /api/v1/usage`: the caller's tokens today (UTC) and their daily quota (API.md v1.1, "Quotas and usage")."""
+"""`GET /api/v1/usage`: the caller's tokens and spend today (UTC) and their daily quotas (API.md v1.1, "Quotas and
+usage"; docs/cost.md)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.limits import quotas
+
+
+@extend_schema_field({"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"})
+class DecimalText(serializers.CharField):
+    """An amount of money as a decimal string ("0.0123"): exact, where a JSON number would not be."""
 
 
 class UsageSerializer(serializers.Serializer):
@@ -17,6 +23,10 @@ class UsageSerializer(serializers.Serializer):
     total_tokens = serializers.IntegerField()
     quota = serializers.IntegerField(allow_null=True, help_text="Tokens per UTC day; null: no quota.")
     remaining = serializers.IntegerField(allow_null=True, help_text="null: no quota.")
+    cost = DecimalText(help_text='What today\'s model calls cost, in `currency`; "0" when none had a price.')
+    cost_quota = DecimalText(allow_null=True, help_text="Spend per UTC day, in `currency`; null: no spend quota.")
+    cost_remaining = DecimalText(allow_null=True, help_text="null: no spend quota.")
+    currency = serializers.CharField(help_text="The currency of `cost` (AGENT_CURRENCY, e.g. USD).")
 
 
 class UsageView(APIView):

@@ -1,0 +1,195 @@
+"""Prices of models and the cost of their calls (docs/cost.md).
+
+A model's price, per million tokens in AGENT_CURRENCY, is looked up by "provider/model" in three tables, each over the
+one before: the repository's (prices.json, in USD: used only when AGENT_CURRENCY is USD), AGENT_PRICES, and the
+console's ModelPrice rows. A model in none of them has no price: its calls cost None (unknown), never 0.
+
+`priced` runs after every model call, so a look-up is a few dict reads: the repository's table is read once per
+process, AGENT_PRICES only for the one entry, and the console's rows at most once every `Rows.ttl_s` (and again at once
+after a save or delete in this process): a price changed in the console reaches the other processes within seconds.
+A provider that needs no key (the offline demo) bills nothing unless AGENT_PRICES gives it a price (to try costs and
+the spend quota offline): its calls read no table of the database.
+
+Costs are integer billionths ("nanos") of the currency: exact sums in the database, shown as decimal strings.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from agents.engine import ModelReply, Usage
+from agents.models import ModelPrice
+from agents.providers import KEY_SETTINGS
+
+TABLE = Path(__file__).with_name("prices.json")
+NANOS = 10**9  # billionths in a unit of the currency
+PER = 10**6  # prices are per million tokens
+FIELDS = ("input", "output", "cached_input")
+CHECK_HINT = (
+    'A JSON object of "provider/model" to prices per million tokens in AGENT_CURRENCY, e.g. '
+    '{"openai/gpt-4o-mini": {"input": "0.15", "output": "0.60", "cached_input": "0.075"}} (docs/cost.md).'
+)
+
+
+class PriceError(ValueError):
+    """A price or an amount that is not a number of at least 0; the message names where it was found."""
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A model's price per million tokens; cached input tokens at `cached_input`, or at `input` without one."""
+
+    input: Decimal
+    output: Decimal
+    cached_input: Decimal | None = None
+
+    def cost_nanos(self, usage: Usage) -> int:
+        """What a call with `usage` cost, in billionths rounded half up: the prompt's uncached tokens at the input
+        price, its cached ones at the cached price, the completion at the output price."""
+        cached = min(usage.cached_tokens, usage.prompt_tokens)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        with localcontext() as exact:
+            exact.prec = 60  # token counts times prices of a dozen digits stay far below: no rounding until ours
+            total = (usage.prompt_tokens - cached) * self.input + cached * cached_price
+            total += usage.completion_tokens * self.output
+            return int((total * NANOS / PER).to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def priced(reply: ModelReply, provider: str, model: str) -> ModelReply:
+    """The reply with `cost_nanos` set when a price is known for provider/model (else as it is)."""
+    price = price_of(provider, model)
+    return reply if price is None else replace(reply, cost_nanos=price.cost_nanos(reply.usage))
+
+
+def price_of(provider: str, model: str) -> Price | None:
+    """The price of provider/model: the console's, else AGENT_PRICES', else the repository's; None without one."""
+    key = f"{provider}/{model}"
+    if provider not in KEY_SETTINGS:  # the offline demo: only a price AGENT_PRICES gives it (no query on its calls)
+        return configured(key)
+    found = ROWS.get(key)
+    if found is None:
+        found = configured(key)
+    if found is None and settings.AGENT_CURRENCY == repository_table()[0]:
+        found = repository_table()[1].get(key)
+    return found
+
+
+def configured(key: str) -> Price | None:
+    """AGENT_PRICES' price for `key`; None without one, or with one the system check refuses (check_prices)."""
+    table = settings.AGENT_PRICES
+    entry = table.get(key) if isinstance(table, dict) else None
+    if entry is None:
+        return None
+    try:
+        return parse_price(entry, key)
+    except PriceError:
+        return None
+
+
+@cache
+def repository_table() -> tuple[str, dict[str, Price]]:
+    """prices.json: its currency and its prices (read once per process)."""
+    data = json.loads(TABLE.read_text(encoding="utf-8"))
+    return data["currency"], {key: parse_price(entry, key) for key, entry in data["prices"].items()}
+
+
+class Rows:
+    """The console's prices (ModelPrice), read at most once every `ttl_s` and again after `forget`."""
+
+    ttl_s = 5.0
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self) -> None:
+        self.table: dict[str, Price] | None = None
+        self.read_at = 0.0
+
+    def get(self, key: str) -> Price | None:
+        now = self.clock()
+        if self.table is None or now - self.read_at >= self.ttl_s:
+            rows = ModelPrice.objects.values_list("provider", "model", "input", "output", "cached_input")
+            self.table = {f"{p}/{m}": Price(i, o, c) for p, m, i, o, c in rows}
+            self.read_at = now
+        return self.table.get(key)
+
+    def forget(self, **kwargs: Any) -> None:
+        """A receiver of ModelPrice's post_save and post_delete: this process reads the rows again on its next call."""
+        self.table = None
+
+
+ROWS = Rows()
+
+
+def parse_price(entry: Any, name: str) -> Price:
+    """A price from {"input", "output", "cached_input"?} of numbers or decimal strings; PriceError naming the entry."""
+    if not isinstance(entry, dict) or entry.get("input") is None or entry.get("output") is None:
+        raise PriceError(f"{name}: expected an object with an input and an output price, got {entry!r}.")
+    unknown = sorted(set(entry) - set(FIELDS))
+    if unknown:
+        raise PriceError(f"{name}: unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELDS)}.")
+    values = {field: amount(entry[field], f"{name}: {field}") for field in FIELDS if entry.get(field) is not None}
+    return Price(**values)
+
+
+def amount(raw: Any, name: str) -> Decimal:
+    """A number of at least 0 from a number or a decimal string; PriceError naming `name` otherwise."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str | Decimal):
+        raise PriceError(f"{name} must be a number or a decimal string, got {raw!r}.")
+    try:
+        value = Decimal(str(raw))  # str() first: the float 0.15 is "0.15", not its binary expansion
+    except InvalidOperation:
+        raise PriceError(f"{name} is not a number: {raw!r}.") from None
+    if not value.is_finite() or value < 0:
+        raise PriceError(f"{name} must be a number of at least 0, got {raw!r}.")
+    return value
+
+
+def to_nanos(value: Decimal) -> int:
+    """An amount of the currency in billionths, rounded half up."""
+    return int((value * NANOS).to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def cost_text(nanos: int | None) -> str | None:
+    """A cost in billionths as the API writes it: a decimal string in AGENT_CURRENCY ("0.000123"), or None."""
+    if nanos is None:
+        return None
+    return format(Decimal(nanos).scaleb(-9).normalize(), "f")
+
+
+def money_text(nanos: int) -> str:
+    """An amount in billionths as people read money: at least two decimals, more when it has them ("5.00",
+    "5.0123")."""
+    value = Decimal(nanos).scaleb(-9)
+    cents = value.quantize(Decimal("0.01"))
+    return format(cents if cents == value else value.normalize(), "f")
+
+
+def check_prices(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Every AGENT_PRICES entry is "provider/model" with prices of at least 0, and AGENT_DAILY_COST_QUOTA an amount
+    of at least 0: a bad price would leave its model's calls unpriced, and a bad quota would fail every run."""
+    errors: list[checks.CheckMessage] = []
+    table = settings.AGENT_PRICES
+    if not isinstance(table, dict):
+        return [checks.Error("AGENT_PRICES must be a JSON object.", hint=CHECK_HINT, id="prices.E001")]
+    for key, entry in table.items():
+        provider, _, model = str(key).partition("/")
+        problem = None if provider and model else f'AGENT_PRICES["{key}"]: the key must be "provider/model".'
+        try:
+            parse_price(entry, f'AGENT_PRICES["{key}"]')
+        except PriceError as exc:
+            problem = str(exc)
+        if problem:
+            errors.append(checks.Error(problem, hint=CHECK_HINT, id="prices.E001"))
+    try:
+        amount(settings.AGENT_DAILY_COST_QUOTA, "AGENT_DAILY_COST_QUOTA")
+    except PriceError as exc:
+        errors.append(checks.Error(str(exc), hint='A decimal such as "5.00"; "0": no spend quota.', id="prices.E002"))
+    return errors
