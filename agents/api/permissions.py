@@ -48,6 +48,8 @@ ROUTE_SCOPES: dict[str, tuple[str, str]] = {
     "schedule-detail": (READ, WRITE),
     "evalrun-list": (READ, WRITE),
     "evalrun-detail": (READ, READ),
+    "price-list": (READ, WRITE),  # a change: staff only (the view's own permission), like starting an eval
+    "price-detail": (READ, WRITE),
     "fact-list": (MEMORY, MEMORY),
     "fact-detail": (MEMORY, MEMORY),
     "mcp": (WRITE, WRITE),

@@ -66,6 +66,11 @@ class RunInputField(StrictCharField):
             super().run_validators(value)
 
 
+@extend_schema_field({"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"})
+class DecimalText(serializers.CharField):
+    """An amount of money as a decimal string ("0.0123"): exact, where a JSON number would not be."""
+
+
 class StrictChoiceField(StrictStringMixin, serializers.ChoiceField):
     """A ChoiceField that refuses any JSON value but a string (so the error names the type, not the choices)."""
 

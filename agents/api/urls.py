@@ -8,6 +8,7 @@ from agents.api.views.agents import AgentViewSet
 from agents.api.views.evals import EvalRunViewSet
 from agents.api.views.health import HealthView
 from agents.api.views.keys import ApiKeyViewSet
+from agents.api.views.prices import PriceViewSet
 from agents.api.views.runs import RunViewSet
 from agents.api.views.schedules import ScheduleViewSet
 from agents.api.views.threads import ThreadViewSet
@@ -33,6 +34,7 @@ router.register("evals/runs", EvalRunViewSet, basename="evalrun")
 router.register("webhooks", WebhookViewSet, basename="webhook")
 router.register("schedules", ScheduleViewSet, basename="schedule")
 router.register("keys", ApiKeyViewSet, basename="key")
+router.register("prices", PriceViewSet, basename="price")
 
 urlpatterns = [
     re_path(r"^health/?$", HealthView.as_view(), name="health"),

@@ -11,6 +11,9 @@ A provider that needs no key (the offline demo) bills nothing unless AGENT_PRICE
 the spend quota offline): its calls read no table of the database.
 
 Costs are integer billionths ("nanos") of the currency: exact sums in the database, shown as decimal strings.
+
+`price_table` is the whole table as `price_of` resolves it (GET /api/v1/prices); `set_price` is the console's price
+set over HTTP (POST /api/v1/prices).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.core import checks
@@ -126,6 +129,63 @@ class Rows:
 
 
 ROWS = Rows()
+
+Source = Literal["repository", "settings", "console"]
+SOURCES: tuple[Source, ...] = ("repository", "settings", "console")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A model's price and the table it comes from; `id` is the console's row's (None for the other tables)."""
+
+    provider: str
+    model: str
+    price: Price
+    source: Source
+    id: int | None = None
+
+
+def price_table() -> list[Entry]:
+    """Every provider/model some table prices, at the price `price_of` finds for it, by provider then model. The
+    console's rows are read afresh (not through ROWS): a price just set shows at once, in every process."""
+    currency, repository = repository_table()
+    table = settings.AGENT_PRICES if isinstance(settings.AGENT_PRICES, dict) else {}
+    entries = [
+        *keyed("repository", repository if settings.AGENT_CURRENCY == currency else {}),
+        *keyed("settings", {str(key): configured(key) for key in table}),
+        *map(console_entry, ModelPrice.objects.all()),
+    ]
+    # Each over the one before, as in price_of; the demo has only AGENT_PRICES' price (price_of reads no other).
+    found = {(e.provider, e.model): e for e in entries if e.provider in KEY_SETTINGS or e.source == "settings"}
+    return sorted(found.values(), key=lambda entry: (entry.provider, entry.model))
+
+
+def keyed(source: Source, table: dict[str, Price | None]) -> list[Entry]:
+    """The entries of a table by "provider/model"; a key without both parts, or a price the check refuses, is none."""
+    split = ((key.partition("/"), price) for key, price in table.items())
+    return [
+        Entry(provider, model, price, source)
+        for (provider, _, model), price in split
+        if provider and model and price is not None
+    ]
+
+
+def console_entry(row: ModelPrice) -> Entry:
+    """A console's price as an entry of the table."""
+    return Entry(row.provider, row.model, Price(row.input, row.output, row.cached_input), "console", row.pk)
+
+
+def set_price(*, provider: str, model: str, price: Price) -> tuple[Entry, bool]:
+    """The console's price of provider/model, made or replaced (True when made). Its post_save signal makes this
+    process price its next call with it (agents/apps.py); the others read it within `Rows.ttl_s`."""
+    values = {"input": price.input, "output": price.output, "cached_input": price.cached_input}
+    row, created = ModelPrice.objects.update_or_create(provider=provider, model=model, defaults=values)
+    return console_entry(row), created
+
+
+def price_text(value: Decimal) -> str:
+    """A price as the API writes it: a decimal string without trailing zeros ("0.15", "10")."""
+    return format(abs(value).normalize(), "f")  # abs: "-0", a price of at least 0 too, is written "0"
 
 
 def parse_price(entry: Any, name: str) -> Price:

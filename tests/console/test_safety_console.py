@@ -39,8 +39,10 @@ def test_an_agents_limits_are_saved_from_its_page(staff_client):
         ({"tool_limits": '{"teleport": 2}'}, "Unknown tool(s): teleport"),
         ({"tool_limits": '{"calculator": 0}'}, "at least 1"),
         ({"max_tool_calls": "0"}, "at least 1"),
+        ({"guardrails": '[{"type": "telepathy"}]'}, "telepathy"),
+        ({"fallback_models": '["skynet/t-800"]'}, "skynet"),
     ],
-    ids=["unknown-tool", "tool-below-one", "calls-below-one"],
+    ids=["unknown-tool", "tool-below-one", "calls-below-one", "unknown-guardrail", "fallback-not-allowed"],
 )
 def test_the_agent_page_refuses_bad_limits(staff_client, fields, message):
     response = staff_client.post(ADD, safety_form(**fields))

@@ -26,3 +26,14 @@ def answers_a_number(stage, text, tool=None, arguments=None):
 
 
 NOT_CALLABLE = "a string"
+
+
+HELD: list[bool] = []
+
+
+def notes_the_connection(stage, text, tool=None, arguments=None):
+    """Passes everything; records whether this thread held an open database connection while it was asked."""
+    from django.db import connection
+
+    HELD.append(connection.connection is not None)
+    return None

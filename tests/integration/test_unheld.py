@@ -81,3 +81,26 @@ def test_an_open_event_stream_holds_no_connection_between_polls(settings):
 
     assert held_while_sleeping == [False, False]
     assert frames[-1].startswith("event: done")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_connection_is_open_while_a_guardrail_calls_out(monkeypatch, settings):
+    """A guardrail that asks outside the process (a moderation endpoint, a team's hook) is waited on like a model:
+    the run holds no database connection meanwhile (issue 38)."""
+    from tests.guardrails import hooks
+
+    settings.AGENT_RELEASE_DB_DURING_MODEL_CALLS = True
+    settings.AGENT_GUARDRAIL_HOOKS = {"noter": "tests.guardrails.hooks.notes_the_connection"}
+    hooks.HELD.clear()
+    replies = [calls(("calculator", {"expression": "12*7"})), text("84")]
+    seen: list[bool] = []
+    model = ScriptedModel([_recording(seen, r) for r in replies])
+    monkeypatch.setattr(runtime, "build_model", lambda run: model)
+    options = submit.RunOptions(input=QUESTION, tools=["calculator"], guardrails=[{"type": "hook", "name": "noter"}])
+
+    run = submit.submit_run(owner=quick_user("una"), options=options)
+
+    assert (run.status, run.output) == ("done", "84")
+    # input, tool arguments, tool output, final answer: each checked, none with a connection open
+    assert len(hooks.HELD) == 4 and not any(hooks.HELD), hooks.HELD
+    assert seen == [False, False]

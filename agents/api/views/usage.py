@@ -3,17 +3,13 @@ usage"; docs/cost.md)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.api.serializers import DecimalText
 from agents.limits import quotas
-
-
-@extend_schema_field({"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"})
-class DecimalText(serializers.CharField):
-    """An amount of money as a decimal string ("0.0123"): exact, where a JSON number would not be."""
 
 
 class UsageSerializer(serializers.Serializer):
