@@ -195,7 +195,8 @@ class ForkSerializerExtension(OpenApiSerializerExtension):
 
 class AdvanceSerializerExtension(OpenApiSerializerExtension):
     """An advance body is the one-call decision (`approval`, `arguments`, `reason`) or the batch (`decisions`), never
-    both at once: a body naming `decisions` and any of the others is a 400."""
+    both at once: a body naming `decisions` and any of the others is a 400. An empty batch is a 400 too (drf-spectacular
+    leaves a list serializer's min_length out)."""
 
     target_class = "agents.api.serializers.AdvanceSerializer"
 
@@ -203,6 +204,7 @@ class AdvanceSerializerExtension(OpenApiSerializerExtension):
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         if direction == "request":
             schema["not"] = {"anyOf": [{"required": ["decisions", name]} for name in self.target.single_decision]}
+            schema["properties"]["decisions"]["minItems"] = 1
         return schema
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from functools import cache
@@ -160,7 +161,7 @@ def price_table() -> list[Entry]:
     return sorted(found.values(), key=lambda entry: (entry.provider, entry.model))
 
 
-def keyed(source: Source, table: dict[str, Price | None]) -> list[Entry]:
+def keyed(source: Source, table: Mapping[str, Price | None]) -> list[Entry]:
     """The entries of a table by "provider/model"; a key without both parts, or a price the check refuses, is none."""
     split = ((key.partition("/"), price) for key, price in table.items())
     return [

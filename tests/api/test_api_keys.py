@@ -62,6 +62,8 @@ SCOPES = {
     "schedule-detail": (READ, WRITE),
     "evalrun-list": (READ, WRITE),
     "evalrun-detail": (READ, READ),
+    "price-list": (READ, WRITE),
+    "price-detail": (READ, WRITE),
     "fact-list": (MEMORY, MEMORY),
     "fact-detail": (MEMORY, MEMORY),
     "mcp": (WRITE, WRITE),
