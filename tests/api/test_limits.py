@@ -8,6 +8,8 @@ import pytest
 
 from agents.models import Agent, Run
 from tests.api.conftest import create_run, run_count, run_url
+from tests.providers import stub_llm as llm
+from tests.providers.stub_llm import ANTHROPIC_PATH, OPENAI_PATH
 
 pytestmark = pytest.mark.django_db
 
@@ -119,3 +121,35 @@ def test_a_schedule_carries_limits_and_refuses_bad_ones(api):
     bad = api.post("/api/v1/schedules", {"cron": "0 9 * * *", "input": TWO_CALLS, "tool_limits": {"nope": 1}},
                    format="json")  # fmt: skip
     assert bad.status_code == 400 and list(bad.json()) == ["tool_limits"]
+
+
+@pytest.fixture
+def sdks(settings, stub):
+    return llm.point_sdks_at(settings, stub, timeout_s=5.0)
+
+
+def test_limits_hold_for_real_sdks_the_per_tool_limit_through_anthropic(api, sdks):
+    """Through the Anthropic SDK against the stub: the model asks for the calculator twice in one reply; the second
+    call is answered "exhausted" (it never ran) and the model, told so, answers."""
+    sdks.add("POST", ANTHROPIC_PATH, json=llm.anthropic_tool_use(
+        [("t1", "calculator", {"expression": "12*7"}), ("t2", "calculator", {"expression": "84+1"})],
+        usage=llm.anthropic_usage(50, 10)))  # fmt: skip
+    sdks.add(
+        "POST", ANTHROPIC_PATH, json=llm.anthropic_text("84, and I may not compute more", llm.anthropic_usage(80, 9))
+    )
+    body = create_run(api, TWO_CALLS, provider="anthropic", tool_limits={"calculator": 1}).json()
+    assert body["stop_reason"] == "final_answer", body
+    results = [b for m in sdks.requests[-1].json()["messages"] for b in m["content"] if isinstance(m["content"], list)
+               and b.get("type") == "tool_result"]  # fmt: skip
+    assert [r["tool_use_id"] for r in results] == ["t1", "t2"]
+    assert "84" in str(results[0]["content"]) and "exhausted" in str(results[1]["content"])
+
+
+def test_limits_hold_for_real_sdks_max_total_tokens_through_openai(api, sdks):
+    """Through the OpenAI SDK: the first call used 700 tokens of a 1000-token limit with a 600-token input, so the
+    second call (whose input is at least that) is never made."""
+    sdks.add("POST", OPENAI_PATH, json=llm.openai_tool_calls([("c1", "calculator", {"expression": "12*7"})],
+                                                             usage=llm.openai_usage(600, 100)))  # fmt: skip
+    body = create_run(api, TWO_CALLS, provider="openai", max_total_tokens=1000).json()
+    assert body["stop_reason"] == "usage_limit" and "max_total_tokens (1000)" in body["error"]
+    assert sdks.count("POST", OPENAI_PATH) == 1 and body["usage"]["total_tokens"] == 700
