@@ -410,3 +410,14 @@ def test_a_user_named_with_user_is_only_said_missing(admin):
         call_command("agent", QUESTION, "--user", "ghost", stdout=io.StringIO(), stderr=io.StringIO())
     assert str(excinfo.value) == "No user 'ghost'."  # not "pass --user": it was passed
     assert excinfo.value.returncode == 2
+
+
+def test_the_summary_says_what_the_run_cost_when_its_model_has_a_price(admin, settings):
+    code, out, _ = agent(QUESTION)
+    assert code == 0 and "cost:" not in out  # the demo model has no price by default
+    settings.AGENT_PRICES = {"demo/demo-1": {"input": "1000", "output": "1000"}}
+    settings.AGENT_CURRENCY = "EUR"
+    code, out, _ = agent(QUESTION)
+    run = Run.objects.order_by("-created_at").first()
+    expected = run.total_tokens * 1000 / 1_000_000  # 1000 a million tokens: a thousandth each
+    assert code == 0 and f"turns: 3 · cost: {expected:g} EUR · time:" in out

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents import errors
 from agents.api.serializers import RunDetailSerializer
-from agents.limits import quotas
+from agents.limits import prices, quotas
 from agents.models import Run, RunStatus, Step
 from agents.permissions import can_decide
 from agents.runs import drive, live, review, selectors, submit
@@ -192,9 +192,11 @@ class Command(BaseCommand):
 
     def _summary(self, run: Run, seconds: float) -> None:
         thread = f" · thread {run.thread_id}" if run.thread_id else ""
+        cost = prices.cost_text(run.cost_nanos)
+        spent = f" · cost: {cost} {settings.AGENT_CURRENCY}" if cost is not None else ""  # when a price is known
         self.stdout.write(
-            f"Stop reason: {run.stop_reason or run.status} · turns: {run.turns} · time: {seconds:.2f} s · run {run.pk}"
-            + thread
+            f"Stop reason: {run.stop_reason or run.status} · turns: {run.turns}{spent} · time: {seconds:.2f} s · "
+            f"run {run.pk}" + thread
         )
         if run.error:
             self.stdout.write(f"Error: {run.error}")
