@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.errors import InvalidRequest
-from agents.guardrails import redact_input
+from agents.guardrails import guard_for, redact_input
 from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, Step
@@ -48,6 +48,7 @@ def fork_run(*, run_id, actor, from_step: int, overrides: dict[str, Any], facts:
             raise InvalidRequest({"tool_output": [f"Step {from_step} is a {last.kind} step, not a tool's result."]})
         events[-1] = {**events[-1], "output": overrides["tool_output"], "is_error": False, "edited": True}
     run = _new_fork(original, actor, from_step, overrides, events)
+    _guard_edits(run, overrides, events)
     background = run.mode == RunMode.BACKGROUND
     with transaction.atomic():
         run.save(force_insert=True)
@@ -58,6 +59,26 @@ def fork_run(*, run_id, actor, from_step: int, overrides: dict[str, Any], facts:
     if background:
         return run
     return drive.execute(run_id=run.pk, units=drive.ONE_STEP if run.mode == RunMode.STEP else drive.UNTIL_STOPPED)
+
+
+def _guard_edits(run: Run, overrides: dict, events: list[dict]) -> None:
+    """An edited input or tool result meets the run's guardrails as the original did when it was made: the input is
+    checked here (the fork has had its first model call: the engine would not check it again), the result redacted
+    and checked as a tool's. A trip is a 400 naming the field (nothing is stored)."""
+    guard = guard_for(run) if run.guardrails else None
+    if guard is None:
+        return
+    if "input" in overrides:
+        verdict = guard.check("input", run.input)
+        if verdict is not None:
+            raise InvalidRequest({"input": [f"Guardrail '{verdict.guardrail}' refused this input: {verdict.reason}."]})
+    if "tool_output" in overrides:
+        text = guard.redact("tool_output", events[-1]["output"])
+        events[-1] = {**events[-1], "output": text}
+        verdict = guard.check("tool_output", text, tool=events[-1].get("name"))
+        if verdict is not None:
+            message = f"Guardrail '{verdict.guardrail}' refused this tool output: {verdict.reason}."
+            raise InvalidRequest({"tool_output": [message]})
 
 
 def _new_fork(original: Run, actor, from_step: int, overrides: dict, events: list[dict]) -> Run:

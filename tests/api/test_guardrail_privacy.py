@@ -68,3 +68,22 @@ def test_a_run_with_an_output_guardrail_streams_no_words_live(api, settings, stu
     with live.also_to(heard_plain):
         plain = create_run(api, "Who do I write to?", provider="openai").json()
     assert plain["output"] == f"Write to {EMAIL}" and EMAIL in "".join(heard_plain.pieces)  # the control
+
+
+def test_a_forks_edited_input_meets_the_input_guardrails(api):
+    original = create_run(api, "What is 2+3?", guardrails=[{"type": "regex", "patterns": ["(?i)password"]}]).json()
+    before = Run.objects.count()
+    fork = api.post(run_url(original["id"], "fork"), {"from_step": 0, "input": "My password is x"}, format="json")
+    assert fork.status_code == 400 and list(fork.json()) == ["input"]
+    assert "Guardrail 'regex'" in fork.json()["input"][0] and Run.objects.count() == before
+
+
+def test_a_forks_edited_tool_output_is_redacted_as_a_tools_is(api):
+    original = create_run(api, "What is 2+3?", guardrails=PII).json()
+    steps = api.get(run_url(original["id"])).json()["steps"]
+    tool = next(s for s in steps if s["kind"] == "tool")
+    fork = api.post(run_url(original["id"], "fork"), {"from_step": tool["index"], "tool_output": f"5, ask {EMAIL}"},
+                    format="json")  # fmt: skip
+    assert fork.status_code == 201, fork.content
+    edited = api.get(run_url(fork.json()["id"])).json()["steps"][tool["index"]]
+    assert edited["output"] == "5, ask [email]"
