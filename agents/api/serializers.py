@@ -287,6 +287,9 @@ def bounds(name: str) -> dict:
     return {"min_value": low, "max_value": high}
 
 
+LIMIT_MAX = 2_147_483_647  # the columns' bound (a positive 32-bit integer on PostgreSQL): more is a 400, not a 500
+
+
 class RunCreateSerializer(serializers.Serializer):
     input = StrictCharField(min_length=1)
     mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
@@ -320,18 +323,20 @@ class RunCreateSerializer(serializers.Serializer):
     metadata = MetadataField(required=False)
     max_total_tokens = StrictIntegerField(
         min_value=1,
+        max_value=LIMIT_MAX,
         required=False,
         help_text="Tokens all its model calls may use: it stops (usage_limit) before a call that would exceed them. "
         "Default: the agent's, else the server's (AGENT_DEFAULT_MAX_TOTAL_TOKENS); never above the server's ceiling.",
     )
     max_tool_calls = StrictIntegerField(
         min_value=1,
+        max_value=LIMIT_MAX,
         required=False,
         help_text="Tool calls it may make: it stops (usage_limit) before one more. Default: the agent's, else the "
         "server's (AGENT_DEFAULT_MAX_TOOL_CALLS); never above the server's ceiling.",
     )
     tool_limits = serializers.DictField(
-        child=StrictIntegerField(min_value=1),
+        child=StrictIntegerField(min_value=1, max_value=LIMIT_MAX),
         required=False,
         help_text='Calls per tool, e.g. {"search": 3}: a call past it is answered "exhausted" and the model goes on.',
     )

@@ -235,8 +235,8 @@ def safety_problems(options: Any, where: str = "") -> dict[str, list[str]]:
         value, ceiling = getattr(options, name), int(getattr(settings, ceiling_setting))
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems[name] = [f"{where}Must be a whole number of at least 1."]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2_147_483_647:
+            problems[name] = [f"{where}Must be a whole number from 1 to 2147483647."]
         elif ceiling and value > ceiling:
             problems[name] = [f"{where}Must be at most {ceiling} (the server's ceiling, {ceiling_setting})."]
     problem = tool_limits_problem(options.tool_limits, getattr(options, "agents", None))
@@ -263,8 +263,8 @@ def tool_limits_problem(value: Any, agents: list[str] | None = None) -> str | No
         return f"Unknown tool(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}."
     ceiling = int(settings.AGENT_MAX_TOOL_CALLS_CEILING)
     for name, limit in value.items():
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            return f"The limit of {name!r} must be a whole number of at least 1."
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 2_147_483_647:
+            return f"The limit of {name!r} must be a whole number from 1 to 2147483647."
         if ceiling and limit > ceiling:
             return f"The limit of {name!r} must be at most {ceiling} (AGENT_MAX_TOOL_CALLS_CEILING)."
     return None

@@ -59,6 +59,8 @@ def test_max_total_tokens_stops_before_the_call_that_would_exceed_it(api):
         ({"max_tool_calls": 0}, "max_tool_calls"),
         ({"max_total_tokens": 0}, "max_total_tokens"),
         ({"max_total_tokens": "100"}, "max_total_tokens"),
+        ({"max_tool_calls": 60691129852104425472}, "max_tool_calls"),  # past the column: a 400, not a 500
+        ({"tool_limits": {"calculator": 2**31}}, "tool_limits"),
         ({"tool_limits": {"calculator": 0}}, "tool_limits"),
         ({"tool_limits": {"no_such_tool": 2}}, "tool_limits"),
         ({"tool_limits": ["calculator"]}, "tool_limits"),
