@@ -32,7 +32,6 @@ install: $(VENV)/.installed .env
 
 setup: install
 	$(PY) manage.py migrate --noinput -v 0
-	$(PY) manage.py createcachetable
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py ensure_admin
 

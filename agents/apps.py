@@ -14,7 +14,7 @@ class AgentsConfig(AppConfig):
         from agents.models import ModelPrice
         from agents.notifications import notify
         from agents.runs import children, multitask, signals, telemetry
-        from reactsite.serving import green
+        from reactsite.serving import cache, green
 
         green.install()
         # The runs' commits tell the notifications (webhooks, reviewer e-mail) through signals: runs import neither.
@@ -26,6 +26,7 @@ class AgentsConfig(AppConfig):
         signals.run_waiting.connect(children.on_run_waiting, dispatch_uid="agents.children.run_waiting")
         signals.run_done.connect(multitask.on_run_done, dispatch_uid="agents.multitask.run_done")  # next on its thread
         post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.limits.dbtriggers")
+        post_migrate.connect(cache.ensure_tables, sender=self, dispatch_uid="reactsite.serving.cache")  # no half set-up
         # A price saved in the console is used by this process's next call (the others read the rows within seconds).
         post_save.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.limits.prices.saved")
         post_delete.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.limits.prices.deleted")

@@ -26,6 +26,17 @@ def visible_threads(user) -> QuerySet[Thread]:
     return threads if can_review(user) else threads.filter(owner_id=getattr(user, "pk", None))
 
 
+def can_delete(user, obj: Run | Thread) -> bool:
+    """Owners delete their own runs and threads; another user's needs Django's delete permission on its model
+    (agents.delete_run, agents.delete_thread; staff, or a superuser): the review right reads and decides, it never
+    deletes."""
+    if user is None or not user.is_active:
+        return False
+    if obj.owner_id == user.pk:
+        return True
+    return bool(user.is_superuser or (user.is_staff and user.has_perm(f"agents.delete_{obj._meta.model_name}")))
+
+
 def can_approve(user, owner_id) -> bool:
     """One right for every sensitive call: agents.review_run, or being its owner when AGENT_SELF_APPROVAL is on."""
     if user is None or not user.is_active:

@@ -16,8 +16,8 @@ from agents.api.mcp_server import McpView
 from agents.api.views.metrics import metrics_view
 from agents.api.views.runs import SeedRunView
 from agents.views import playground
+from reactsite.serving.errors import API_PREFIXES
 
-API_PREFIXES = ("/api/", "/v1/")
 
 
 @require_safe

@@ -2,7 +2,7 @@
 
 runs: runs and their traces; threads; approvals: the pending-approvals queue; agents: agent configurations; usage:
 token usage, spend and quotas; prices: model prices; webhooks: webhook endpoints and deliveries; keys: users' API
-keys (list, revoke); schedules: scheduled runs; filters: the run list's own filters; base: what the pages share. Eval
+keys (list, revoke); audit: the log entries (who changed or deleted what); schedules: scheduled runs; filters: the run list's own filters; base: what the pages share. Eval
 pages live with the evals (agents/evals/admin.py).
 """
 
@@ -11,6 +11,7 @@ from django.contrib import admin
 from agents.admin import (  # noqa: F401  (each registers its pages)
     agents,
     approvals,
+    audit,
     keys,
     prices,
     runs,

@@ -10,7 +10,7 @@ import logging
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
-from django.db.utils import InterfaceError, OperationalError
+from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ParseError
@@ -20,6 +20,7 @@ from rest_framework.views import set_rollback
 
 from agents import errors
 from agents.limits import quotas
+from reactsite.serving import cache
 
 _STATUS = {
     errors.InvalidRequest: status.HTTP_400_BAD_REQUEST,
@@ -46,6 +47,8 @@ def exception_handler(exc, context):
         return Response({"detail": f"The request body is larger than {limit} bytes."}, status=413)
     if isinstance(exc, RecursionError):  # JSON nested too deeply for the parser: bad input, not a 500
         exc = ParseError("JSON parse error - the body is nested too deeply.")
+    if isinstance(exc, DatabaseError) and (response := cache_table_missing(exc)) is not None:
+        return response
     if isinstance(exc, OperationalError | InterfaceError):
         set_rollback()
         log.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip().split("\n")[0])
@@ -58,3 +61,14 @@ def exception_handler(exc, context):
             detail = exc.detail if isinstance(exc.detail, dict) else {"detail": str(exc.detail)}
             return Response(detail, status=code)
     return drf_exception_handler(exc, context)
+
+
+def cache_table_missing(exc: BaseException) -> Response | None:
+    """A 503 naming the forgotten set-up step when the database cache's table is missing (PostgreSQL reports it as a
+    ProgrammingError, SQLite as an OperationalError); None for any other error."""
+    table = cache.missing_table(exc)
+    if table is None:
+        return None
+    set_rollback()
+    log.error("cache table %r missing: %s", table, cache.CREATE_HINT)
+    return Response({"detail": cache.missing_table_detail(table)}, status=503)

@@ -8,10 +8,12 @@ import json
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular import openapi
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 
 from agents.api import inputs
+from agents.api.bodies import KnownFieldsOnly
 from agents.providers import ProviderConfigError, provider_class
 from agents.runs import runtime
 
@@ -25,6 +27,21 @@ NON_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
 # (issue 34). What the server checks inside it (no NUL at any depth) is validation, said in words.
 FREE_FORM_OBJECT = {"type": "object", "additionalProperties": {}}
 NUL_FREE = "No NUL character in any key or string inside it, at any depth (else 400)."
+
+
+class AutoSchema(openapi.AutoSchema):
+    """drf-spectacular's, and a request body that refuses unknown fields says so (`additionalProperties: false`)."""
+
+    def _map_basic_serializer(self, serializer, direction):
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and _known_only(serializer):
+            schema["additionalProperties"] = False
+        return schema
+
+
+def _known_only(serializer) -> bool:
+    """Whether a serializer (a class or an instance: drf-spectacular is given both) refuses unknown fields."""
+    return issubclass(serializer if isinstance(serializer, type) else type(serializer), KnownFieldsOnly)
 
 
 class StrictCharFieldExtension(OpenApiSerializerFieldExtension):

@@ -11,6 +11,7 @@ from rest_framework import serializers
 import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
 import agents.api.schema_steps  # noqa: F401  (registers the step union)
 from agents.api import inputs
+from agents.api.bodies import BodySerializer
 from agents.api.inputs import json_type
 from agents.api.schema import NO_NUL
 from agents.engine import parts
@@ -20,7 +21,7 @@ from agents.models import Run, RunMode, RunProtocol, Step, Thread
 from agents.runs import representation, search
 from agents.runs.representation import USAGE_KEYS
 from agents.runs.store import has_nul
-from agents.runs.submit import MULTITASK_STRATEGIES, REQUEST_LIMITS
+from agents.runs.submit import LIMIT_MAX, MULTITASK_STRATEGIES, REQUEST_LIMITS
 
 
 class StrictStringMixin:
@@ -287,10 +288,7 @@ def bounds(name: str) -> dict:
     return {"min_value": low, "max_value": high}
 
 
-LIMIT_MAX = 2_147_483_647  # the columns' bound (a positive 32-bit integer on PostgreSQL): more is a 400, not a 500
-
-
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(BodySerializer):
     input = StrictCharField(min_length=1)
     mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
     protocol = StrictChoiceField(choices=RunProtocol.choices, required=False)
@@ -430,7 +428,7 @@ class ThreadDetailSerializer(ThreadSerializer):
         read_only_fields = fields
 
 
-class ThreadCreateSerializer(serializers.Serializer):
+class ThreadCreateSerializer(BodySerializer):
     title = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     metadata = MetadataField(required=False, default=dict)
 
@@ -442,7 +440,7 @@ class ToolSerializer(serializers.Serializer):
     sensitive = serializers.BooleanField()
 
 
-class ToolInvokeSerializer(serializers.Serializer):
+class ToolInvokeSerializer(BodySerializer):
     arguments = serializers.DictField(default=dict)
 
 
@@ -452,7 +450,7 @@ class ToolResultSerializer(serializers.Serializer):
     is_error = serializers.BooleanField()
 
 
-class SeedRunSerializer(serializers.Serializer):
+class SeedRunSerializer(BodySerializer):
     """The seed body (the view validates it with RunCreateSerializer: the bounds here say the same)."""
 
     input = StrictCharField(min_length=1)
@@ -471,7 +469,7 @@ class SeedRunResultSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
 
 
-class DecisionSerializer(serializers.Serializer):
+class DecisionSerializer(BodySerializer):
     call_id = StrictCharField(max_length=200)
     approval = StrictBooleanField()
     arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL
@@ -487,7 +485,7 @@ class DecisionSerializer(serializers.Serializer):
 SINGLE_DECISION = ("approval", "arguments", "reason")  # the one-call form of a decision; `decisions` is the batch
 
 
-class ForkSerializer(serializers.Serializer):
+class ForkSerializer(BodySerializer):
     from_step = StrictIntegerField(min_value=0, help_text="The index of the last step the fork keeps.")
     mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
     input = StrictCharField(min_length=1, required=False, help_text="An edited input (text) for the fork.")
@@ -506,7 +504,7 @@ class ForkSerializer(serializers.Serializer):
     max_output_tokens = StrictIntegerField(**bounds("max_output_tokens"), required=False)
 
 
-class AdvanceSerializer(serializers.Serializer):
+class AdvanceSerializer(BodySerializer):
     single_decision = SINGLE_DECISION  # read by the schema (agents/api/schema.py): never both forms at once
     approval = StrictBooleanField(required=False, allow_null=True, default=None)
     arguments = NulFreeDictField(required=False, allow_null=True, default=None)  # stored as jsonb: no NUL

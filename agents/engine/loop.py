@@ -221,8 +221,7 @@ def _model_turn(rec: _Recorder, model: Model, toolset: Toolset, run_calls: bool 
     if state.turns == 0 and rec.guard is not None:  # the input, before the first model call (a trip always stops)
         verdict = rec.guard.check("input", state.input)
         if verdict is not None:
-            _trip(rec, Verdict(verdict.guardrail, verdict.reason), "input")
-            return None
+            return _stop_for(rec, verdict, "input")  # an input trip always stops: there is nothing to correct
     called = _call_model(rec, model, toolset, "the model call")
     if called is None:
         return None
@@ -259,14 +258,16 @@ def _corrected_before(state: RunState, guardrail: str) -> bool:
     return any(step.get("guardrail") == guardrail and step.get("correction") for step in state.steps)
 
 
-def _trip(rec: _Recorder, verdict: Verdict, stage: str) -> bool:
-    """A tripped guardrail: with action "correct", once per guardrail and run, the caller tells the model why (True:
-    the run goes on); else the run stops with stop reason `guardrail` and an error step naming it (False)."""
-    if verdict.action == "correct" and stage != "input" and not _corrected_before(rec.state, verdict.guardrail):
-        return True
+def _corrects(state: RunState, verdict: Verdict) -> bool:
+    """Whether a tripped guardrail lets the run go on, the model told why: its action is "correct" and it has not
+    corrected this run before (once per guardrail and run: a second trip stops it)."""
+    return verdict.action == "correct" and not _corrected_before(state, verdict.guardrail)
+
+
+def _stop_for(rec: _Recorder, verdict: Verdict, stage: str) -> None:
+    """The run stops with stop reason `guardrail` and an error step naming the guardrail, the stage and why."""
     message = f"Guardrail '{verdict.guardrail}' tripped on the {stage.replace('_', ' ')}: {verdict.reason}"
     rec.stop(StopReason.GUARDRAIL, message, guardrail=verdict.guardrail, stage=stage)
-    return False
 
 
 def instant_calls(state: RunState, toolset: Toolset, calls: Sequence[ToolCall]) -> bool:
@@ -368,8 +369,10 @@ def _record_reply(
         **extra,
     )
     if tripped is not None:
-        if _trip(rec, tripped, "output"):  # the model is told why, and answers again
+        if _corrects(rec.state, tripped):  # the model is told why, and answers again
             rec.add("error", message=f"Guardrail '{tripped.guardrail}': {tripped.reason}", **_correction(tripped))
+        else:
+            _stop_for(rec, tripped, "output")
     elif isinstance(outcome, Final):
         rec.stop(StopReason.FINAL_ANSWER, output=outcome.answer)
     elif isinstance(outcome, Stop):
@@ -425,8 +428,8 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
             checked = approval["arguments"] if approval else call.arguments
             verdict = rec.guard.check("tool_arguments", tool=call.name, arguments=checked)
             if verdict is not None:
-                if not _trip(rec, verdict, "tool_arguments"):
-                    return None
+                if not _corrects(state, verdict):
+                    return _stop_for(rec, verdict, "tool_arguments")
                 note = prepare(f"Guardrail '{verdict.guardrail}' refused these arguments: {verdict.reason}. The tool "
                                "did not run; call it again with arguments that keep to that rule, or go on without "
                                "it.", toolset.max_output_chars)  # fmt: skip
@@ -458,21 +461,14 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
             rec.add("tool", latency, call_id=call.id, name=call.name, arguments=arguments, output=output,
                     is_error=is_error)  # fmt: skip
             continue
-        goes_on = _trip_withheld(rec, verdict)
+        goes_on = _corrects(state, verdict)
         note = prepare(f"Guardrail '{verdict.guardrail}' withheld this tool's output: {verdict.reason}.",
                        toolset.max_output_chars)  # fmt: skip
         marks = _correction(verdict) if goes_on else {"guardrail": verdict.guardrail}
         rec.add("tool", latency, call_id=call.id, name=call.name, arguments=arguments, output=note, is_error=True,
                 withheld=True, **marks)  # fmt: skip
-        if not goes_on:
-            rec.stop(StopReason.GUARDRAIL, f"Guardrail '{verdict.guardrail}' tripped on the tool output: "
-                     f"{verdict.reason}", guardrail=verdict.guardrail, stage="tool_output")  # fmt: skip
-            return None
-
-
-def _trip_withheld(rec: _Recorder, verdict: Verdict) -> bool:
-    """A tool output's trip: the tool ran (its output is withheld either way); True when the run goes on."""
-    return verdict.action == "correct" and not _corrected_before(rec.state, verdict.guardrail)
+        if not goes_on:  # the tool ran: its output is withheld either way
+            return _stop_for(rec, verdict, "tool_output")
 
 
 def _reflect(rec: _Recorder, model: Model, toolset: Toolset) -> None:

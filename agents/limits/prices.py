@@ -185,7 +185,7 @@ def set_price(*, provider: str, model: str, price: Price) -> tuple[Entry, bool]:
 
 
 def price_text(value: Decimal) -> str:
-    """A price as the API writes it: a decimal string without trailing zeros ("0.15", "10")."""
+    """A price or a cost as the API writes it: a decimal string without trailing zeros ("0.15", "10")."""
     return format(abs(value).normalize(), "f")  # abs: "-0", a price of at least 0 too, is written "0"
 
 
@@ -220,9 +220,7 @@ def to_nanos(value: Decimal) -> int:
 
 def cost_text(nanos: int | None) -> str | None:
     """A cost in billionths as the API writes it: a decimal string in AGENT_CURRENCY ("0.000123"), or None."""
-    if nanos is None:
-        return None
-    return format(Decimal(nanos).scaleb(-9).normalize(), "f")
+    return None if nanos is None else price_text(Decimal(nanos).scaleb(-9))
 
 
 def money_text(nanos: int) -> str:

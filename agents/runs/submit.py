@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.models import DELETION, LogEntry
 from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
@@ -24,7 +25,7 @@ from agents.guardrails import guardrails_problem, redact_input, redacted_parts
 from agents.limits import quotas
 from agents.limits.owners import OwnerFacts
 from agents.models import Agent, Run, RunMode, RunStatus, Thread
-from agents.permissions import can_invoke_sensitive
+from agents.permissions import can_delete, can_invoke_sensitive
 from agents.providers import ProviderConfigError, accepts_images, validate_choice
 from agents.providers.fallback import fallback_problem
 from agents.runs import drive, idempotency, leases, multitask, persist, rows, runtime, store, telemetry, tree
@@ -206,6 +207,15 @@ def _new_run(owner, options: RunOptions, thread, history, provider, model, names
     return run
 
 
+# The most any per-run limit may be: its columns' bound (a positive 32-bit integer on PostgreSQL), so more is a 400.
+LIMIT_MAX = 2_147_483_647
+
+
+def limit_problem(value: Any) -> bool:
+    """Whether a per-run limit (or a per-tool one) is not a whole number from 1 to LIMIT_MAX."""
+    return isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIMIT_MAX
+
+
 # Per-run limits: (the option, the setting of its default, the setting of its ceiling); 0 in a setting: none.
 LIMIT_SETTINGS = {
     "max_total_tokens": ("AGENT_DEFAULT_MAX_TOTAL_TOKENS", "AGENT_MAX_TOTAL_TOKENS_CEILING"),
@@ -235,8 +245,8 @@ def safety_problems(options: Any, where: str = "") -> dict[str, list[str]]:
         value, ceiling = getattr(options, name), int(getattr(settings, ceiling_setting))
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2_147_483_647:
-            problems[name] = [f"{where}Must be a whole number from 1 to 2147483647."]
+        if limit_problem(value):
+            problems[name] = [f"{where}Must be a whole number from 1 to {LIMIT_MAX}."]
         elif ceiling and value > ceiling:
             problems[name] = [f"{where}Must be at most {ceiling} (the server's ceiling, {ceiling_setting})."]
     problem = tool_limits_problem(options.tool_limits, getattr(options, "agents", None))
@@ -263,8 +273,8 @@ def tool_limits_problem(value: Any, agents: list[str] | None = None) -> str | No
         return f"Unknown tool(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}."
     ceiling = int(settings.AGENT_MAX_TOOL_CALLS_CEILING)
     for name, limit in value.items():
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 2_147_483_647:
-            return f"The limit of {name!r} must be a whole number from 1 to 2147483647."
+        if limit_problem(limit):
+            return f"The limit of {name!r} must be a whole number from 1 to {LIMIT_MAX}."
         if ceiling and limit > ceiling:
             return f"The limit of {name!r} must be at most {ceiling} (AGENT_MAX_TOOL_CALLS_CEILING)."
     return None
@@ -487,10 +497,38 @@ def create_thread(*, owner, title: str = "", metadata: dict | None = None) -> Th
     return Thread.objects.create(owner=owner, title=title, metadata=metadata or {})
 
 
-def delete_thread(*, thread: Thread) -> None:
-    """Delete a thread with its runs and their steps (one cascade, in one transaction)."""
+def delete_run(*, actor, run: Run) -> None:
+    """Delete a run with its steps and child runs (one cascade, in one transaction). Another user's run needs the
+    delete permission (else it reads as missing: a reviewer keeps the read) and leaves an audit entry."""
+    _check_delete(actor, run)
     with transaction.atomic():
+        _audit_deletion(actor, run, lambda: f"{run.steps.count()} steps and {run.children.count()} child runs")
+        run.delete()
+
+
+def delete_thread(*, thread: Thread, actor=None) -> None:
+    """Delete a thread with its runs and their steps (one cascade, in one transaction). With an actor (the API):
+    another user's thread needs the delete permission and leaves an audit entry; the admin records its own."""
+    if actor is not None:
+        _check_delete(actor, thread)
+    with transaction.atomic():
+        if actor is not None:
+            _audit_deletion(actor, thread, lambda: f"{thread.runs.count()} runs")
         thread.delete()
+
+
+def _check_delete(actor, obj: Run | Thread) -> None:
+    if not can_delete(actor, obj):
+        raise type(obj).DoesNotExist()  # a 404, as for any object the caller may not touch
+
+
+def _audit_deletion(actor, obj: Run | Thread, contents: Callable[[], str]) -> None:
+    """A deletion by someone other than the owner, in the admin's log (who, when, what): shown in the console."""
+    if obj.owner_id == actor.pk:
+        return
+    owner = type(actor).objects.filter(pk=obj.owner_id).values_list(type(actor).USERNAME_FIELD, flat=True).first()
+    message = f"Deleted over the API: {obj} of {owner}, with {contents()}."
+    LogEntry.objects.log_actions(actor.pk, [obj], DELETION, change_message=message, single_object=True)
 
 
 def _tool_names(names: list[str] | None, field: str) -> list[str]:

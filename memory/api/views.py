@@ -14,6 +14,7 @@ from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
+from agents.api.bodies import BodySerializer
 from agents.api.pagination import Pagination
 from agents.api.serializers import StrictCharField
 from memory import services
@@ -51,7 +52,10 @@ class RankedFactSerializer(FactSerializer):
         read_only_fields = fields
 
 
-class FactCreateSerializer(serializers.Serializer):
+RANKED_ONLY = ("similarity", "words")
+
+
+class FactCreateSerializer(BodySerializer):
     """The body of `POST /facts` and `PATCH /facts/{id}`: its own shape, so the schema's input rules stay off the
     stored fact."""
 
@@ -225,7 +229,13 @@ class FactViewSet(viewsets.GenericViewSet):
 
 
 def schema_postprocess(result, generator, request, public):
-    """drf-spectacular hook: a fact's PATCH needs its body (`text` is its one field, and required)."""
+    """drf-spectacular hook: a fact's PATCH needs its body (`text` is its one field, and required); the list's facts
+    carry `similarity` and `words` only when ranked by `q` (a plain list, `mode` alone included, has neither)."""
+    ranked = result.get("components", {}).get("schemas", {}).get("RankedFact")
+    if ranked is not None:
+        ranked["required"] = [name for name in ranked.get("required", []) if name not in RANKED_ONLY]
+        for name in RANKED_ONLY:
+            ranked["properties"][name]["description"] += " Present only when the list is ranked by `q`."
     for path, item in result.get("paths", {}).items():
         if path.startswith("/api/v1/memory/facts/{id}") and "patch" in item:
             body = item["patch"].get("requestBody")

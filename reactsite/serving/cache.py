@@ -48,3 +48,40 @@ class AtomicDatabaseCache(DatabaseCache):
             encoded = base64.b64encode(pickle.dumps(new_value, self.pickle_protocol)).decode("latin1")
             cursor.execute(f"UPDATE {table} SET {value} = %s WHERE {cache_key} = %s", [encoded, key])  # noqa: S608
         return new_value
+
+
+CREATE_HINT = "run `python manage.py migrate` (which creates it) or `python manage.py createcachetable`"
+
+
+def database_cache_tables() -> list[str]:
+    """The tables of the caches kept in the database (none with Redis)."""
+    from django.conf import settings
+
+    tables = []
+    for config in settings.CACHES.values():
+        backend = config.get("BACKEND", "")
+        if backend == "django.core.cache.backends.db.DatabaseCache" or backend.endswith(".AtomicDatabaseCache"):
+            tables.append(config["LOCATION"])
+    return tables
+
+
+def ensure_tables(sender=None, using: str = "default", verbosity: int = 1, **kwargs) -> None:
+    """post_migrate: the database cache's table exists once `migrate` has run, so the set-up cannot be half done (a
+    forgotten `createcachetable` made every request that counts a rate an HTML 500 on PostgreSQL). Idempotent."""
+    if not database_cache_tables():
+        return
+    from django.core.management import call_command
+
+    call_command("createcachetable", database=using, verbosity=0)
+
+
+def missing_table(exc: BaseException) -> str | None:
+    """The database cache table whose absence this database error reports, or None (another error)."""
+    text = str(exc).lower()
+    if "does not exist" not in text and "no such table" not in text:
+        return None
+    return next((table for table in database_cache_tables() if table.lower() in text), None)
+
+
+def missing_table_detail(table: str) -> str:
+    return f"The cache table '{table}' is missing: {CREATE_HINT}."

@@ -348,10 +348,22 @@ def test_json_nested_too_deeply_is_400_not_500(api, path):
     assert run_count() == before
 
 
-def test_unknown_fields_are_ignored(api):
+def test_an_unknown_field_is_a_400_naming_it_and_stores_nothing(api):
+    before = run_count()
     response = create_run(api, colour="blue")
-    assert response.status_code == 201
-    assert "colour" not in response.json()
+    assert response.status_code == 400
+    assert list(response.json()) == ["colour"] and response.json()["colour"][0].startswith("Unknown field.")
+    assert run_count() == before
+
+
+def test_a_misspelt_field_is_a_400_that_names_the_right_one(api, alice):
+    from agents.models import Thread
+
+    thread = Thread.objects.create(owner=alice)
+    response = create_run(api, thread=str(thread.pk))  # thread_id, misspelt: a run outside the thread before
+    assert response.status_code == 400
+    assert response.json() == {"thread": ["Unknown field. Did you mean 'thread_id'?"]}
+    assert not thread.runs.exists()
 
 
 def test_form_encoded_body_is_unsupported(api):

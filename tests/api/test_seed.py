@@ -31,9 +31,16 @@ def test_seed_run_passes_max_turns_and_timeout(api):
 
 
 def test_seed_run_is_always_a_sync_tools_run(api):
-    body = api.post(SEED, {"input": ARITHMETIC, "mode": "step", "protocol": "react"}, format="json").json()
+    body = api.post(SEED, {"input": ARITHMETIC}, format="json").json()
     run = Run.objects.get(pk=body["run_id"])
     assert (run.mode, run.protocol, run.status) == ("sync", "tools", "done")
+
+
+def test_a_run_option_the_seed_route_does_not_take_is_a_400_naming_it(api):
+    response = api.post(SEED, {"input": ARITHMETIC, "mode": "step", "protocol": "react"}, format="json")
+    assert response.status_code == 400
+    assert sorted(response.json()) == ["mode", "protocol"]
+    assert not Run.objects.exists()
 
 
 @pytest.mark.parametrize(

@@ -267,11 +267,12 @@ def test_memory_is_per_user_across_threads(api):
     assert "green" in answer["output"]
 
 
-def test_the_seed_route_ignores_thread_id(api, alice):
+def test_the_seed_route_refuses_thread_id(api, alice):
     thread = Thread.objects.create(owner=alice)
     response = api.post("/v1/agent/runs", {"input": ARITHMETIC, "thread_id": str(thread.pk)}, format="json")
-    assert response.status_code == 200
-    assert Run.objects.get(pk=response.json()["run_id"]).thread_id is None
+    assert response.status_code == 400
+    assert response.json()["thread_id"][0].startswith("Unknown field.")
+    assert not Run.objects.exists()
 
 
 def test_idempotency_replays_a_thread_run(api):

@@ -56,7 +56,7 @@ def test_create_the_same_text_again_returns_the_same_fact(api, alice):
 def test_create_validation_is_400_and_stores_nothing(api, body):
     response = api.post(FACTS, body, format="json")
     assert response.status_code == 400, response.content
-    assert "text" in response.json()
+    assert "txt" in response.json() if "txt" in body else "text" in response.json()  # a typo is named, not lost
     assert Fact.objects.count() == 0
 
 
@@ -224,3 +224,17 @@ def test_trailing_slash_is_optional(api, alice):
     other = Fact.objects.get(text="unslashed")
     assert api.delete(fact_url(other.pk)).status_code == 204
     assert not Fact.objects.exists()
+
+
+@pytest.mark.parametrize("params", [{}, {"mode": "text"}, {"q": "fact", "mode": "text"}, {"q": "fact"}])
+def test_the_list_answers_what_the_schema_says(api, alice, params):
+    """`mode` without `q` lists plainly (no `similarity`, no `words`): the schema's RankedFact requires neither, and
+    declares every field a result has."""
+    store(alice, "a fact", minutes_ago=1)
+    schema = api.get("/api/v1/schema", {"format": "json"}).json()["components"]["schemas"]["RankedFact"]
+    assert not {"similarity", "words"} & set(schema["required"])
+    results = api.get(FACTS, params).json()["results"]
+    assert len(results) == 1
+    for result in results:
+        assert set(schema["required"]) <= set(result) <= set(schema["properties"])
+        assert ("similarity" in result) == ("q" in params)

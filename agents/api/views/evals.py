@@ -11,6 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 
+from agents.api.bodies import BodySerializer
 from agents.api.serializers import StrictCharField, bounds
 from agents.api.throttling import AgentRateThrottle
 from agents.evals import runner
@@ -45,7 +46,7 @@ class EvalRunDetailSerializer(EvalRunSerializer):
         fields = [*EvalRunSerializer.Meta.fields, "results"]
 
 
-class EvalStartSerializer(serializers.Serializer):
+class EvalStartSerializer(BodySerializer):
     # Not blank (the schema says minLength 1 and a non-blank pattern): leave a field out for the default.
     provider = StrictCharField(max_length=32, required=False, help_text="Default: AGENT_DEFAULT_PROVIDER.")
     model = StrictCharField(max_length=200, required=False, help_text="Default: the provider's default model.")

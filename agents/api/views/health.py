@@ -10,6 +10,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from reactsite.serving import cache as cache_backends
+
 
 class HealthView(APIView):
     """Liveness and readiness: the database and the shared cache answer."""
@@ -52,8 +54,10 @@ def _check_database() -> str:
 
 
 def _check_cache() -> str:
+    """Whether the shared cache stores and reads back; a missing cache table is named, with the step that makes it."""
     try:
         cache.set("health:ping", "pong", 10)
         return "ok" if cache.get("health:ping") == "pong" else "error: read back failed"
     except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return f"error: {type(exc).__name__}"
+        table = cache_backends.missing_table(exc)
+        return f"error: {cache_backends.missing_table_detail(table)}" if table else f"error: {type(exc).__name__}"

@@ -14,6 +14,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
+from agents.api.bodies import BodySerializer
 from agents.api.inputs import json_type
 from agents.api.serializers import StrictCharField, StrictChoiceField
 from agents.limits import keys
@@ -87,7 +88,7 @@ class FutureDateTimeField(serializers.Field):
         return value
 
 
-class ApiKeyCreateSerializer(serializers.Serializer):
+class ApiKeyCreateSerializer(BodySerializer):
     name = StrictCharField(max_length=keys.NAME_CHARS, help_text="What the key is for (a client, a machine).")
     scopes = serializers.ListField(
         child=StrictChoiceField(choices=ApiKeyScope.choices),

@@ -13,6 +13,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import SAFE_METHODS, IsAdminUser, IsAuthenticated
 from rest_framework.response import Response
 
+from agents.api.bodies import BodySerializer
 from agents.api.inputs import json_type
 from agents.api.serializers import DecimalText, StrictCharField, StrictChoiceField
 from agents.limits import prices
@@ -97,7 +98,7 @@ class PricedProviderField(StrictChoiceField):
     providers a run may name (a choice set that follows the settings) and rename theirs."""
 
 
-class PriceSetSerializer(serializers.Serializer):
+class PriceSetSerializer(BodySerializer):
     provider = PricedProviderField(choices=list(KEY_SETTINGS))
     model = StrictCharField(max_length=200, help_text="As a run names it (1 to 200 characters).")
     input = PriceField()

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.api.authentication import owner_facts
+from agents.api.bodies import unknown_fields
 from agents.api.events import EventStreamRenderer, run_events
 from agents.api.serializers import (
     AdvanceSerializer,
@@ -120,6 +121,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+    def perform_destroy(self, instance) -> None:
+        submit.delete_run(actor=self.request.user, run=instance)  # another user's: the delete permission, audited
 
     @extend_schema(
         description="The caller's runs (every run for a reviewer), newest first. Besides the parameters below, "
@@ -253,8 +257,10 @@ class SeedRunView(APIView):
     @extend_schema(request=SeedRunSerializer, responses=SeedRunResultSerializer)
     def post(self, request):
         body = request.data if isinstance(request.data, dict) else {}
-        allowed = {k: body[k] for k in ("input", "max_turns", "timeout_s") if k in body}
-        data = RunCreateSerializer(data={**allowed, "mode": "sync", "protocol": "tools"})
+        problems = unknown_fields(body, list(SeedRunSerializer().fields))
+        if problems:
+            raise ValidationError(problems)
+        data = RunCreateSerializer(data={**body, "mode": "sync", "protocol": "tools"})
         data.is_valid(raise_exception=True)
         run = submit.submit_run(
             owner=request.user, options=submit.RunOptions(**data.validated_data), facts=owner_facts(request)

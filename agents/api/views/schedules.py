@@ -16,6 +16,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
+from agents.api.bodies import BodySerializer
 from agents.api.schema import FREE_FORM_OBJECT, TOOL_NAMES, usable_providers
 from agents.api.serializers import RunCreateSerializer, StrictBooleanField, StrictCharField
 from agents.background import schedules
@@ -100,7 +101,7 @@ OPTIONS_HELP = (
 BOTH_FORMS = "Send the run options at the top level or in `options`, not both."
 
 
-class ScheduleRunOptionsSerializer(serializers.Serializer):
+class ScheduleRunOptionsSerializer(BodySerializer):
     """The run options as one object (`options`), each field the run body's own."""
 
     def get_fields(self) -> dict:
@@ -119,7 +120,7 @@ class _RunOptionsInBody:
         return data
 
 
-class ScheduleCreateSerializer(_RunOptionsInBody, serializers.Serializer):
+class ScheduleCreateSerializer(_RunOptionsInBody, BodySerializer):
     cron = StrictCharField(max_length=100, help_text=CRON_HELP)
     timezone = StrictCharField(max_length=64, default="UTC", help_text=TIMEZONE_HELP)
     name = StrictCharField(max_length=100, allow_blank=True, default="")
@@ -133,7 +134,7 @@ class ScheduleCreateSerializer(_RunOptionsInBody, serializers.Serializer):
         return {**fields, **run_option_fields(nullable=False)}
 
 
-class ScheduleUpdateSerializer(_RunOptionsInBody, serializers.Serializer):
+class ScheduleUpdateSerializer(_RunOptionsInBody, BodySerializer):
     """Any of the create's fields; a run option given as null is removed (its runs then use the agent's, or the
     default), and `options` replaces them all."""
 

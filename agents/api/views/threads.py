@@ -55,4 +55,4 @@ class ThreadViewSet(
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance) -> None:
-        submit.delete_thread(thread=instance)
+        submit.delete_thread(thread=instance, actor=self.request.user)

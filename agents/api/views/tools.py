@@ -5,8 +5,10 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from agents.api.bodies import unknown_fields
 from agents.api.serializers import (
     ToolInvokeSerializer,
     ToolResultSerializer,
@@ -33,6 +35,8 @@ class ToolViewSet(viewsets.ViewSet):
     @extend_schema(request=ToolInvokeSerializer, responses=ToolResultSerializer)
     @action(detail=True, methods=["post"])
     def invoke(self, request, name=None):
+        if isinstance(request.data, dict) and (problems := unknown_fields(request.data, ["arguments"])):
+            raise ValidationError(problems)
         arguments = request.data.get("arguments", {}) if isinstance(request.data, dict) else None
         result = submit.invoke_tool(actor=request.user, name=name, arguments=arguments)
         return Response({"name": name, "output": result.output, "is_error": result.is_error})

@@ -10,6 +10,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
+from agents.api.bodies import BodySerializer
 from agents.api.serializers import StrictCharField, StrictChoiceField
 from agents.models import Webhook, WebhookEvent
 from agents.notifications import webhooks
@@ -49,7 +50,7 @@ class WebhookURLField(StrictCharField):
     """A receiver's URL: http or https only (where it points is the service's check, after resolving it)."""
 
 
-class WebhookCreateSerializer(serializers.Serializer):
+class WebhookCreateSerializer(BodySerializer):
     url = WebhookURLField(max_length=URL_CHARS)
     events = serializers.ListField(
         child=StrictChoiceField(choices=WebhookEvent.choices),
