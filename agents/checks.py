@@ -52,3 +52,19 @@ def check_mcp_servers(app_configs=None, **kwargs):
 
 
 checks.register(check_prices)  # AGENT_PRICES and AGENT_DAILY_COST_QUOTA (docs/cost.md)
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_metrics_token(app_configs=None, **kwargs):
+    """`manage.py check --deploy`: /metrics on without a token answers anyone who can reach the server."""
+    if settings.AGENT_METRICS and not settings.AGENT_METRICS_TOKEN:
+        return [
+            checks.Warning(
+                "AGENT_METRICS is on and AGENT_METRICS_TOKEN is empty: /metrics answers anyone who can reach it "
+                "(run counts, spend, the models and tools in use).",
+                hint="Set AGENT_METRICS_TOKEN to a long random secret (scrapes then send Authorization: Bearer "
+                "<token>), or keep /metrics reachable only from the scraper's network.",
+                id="reactsite.W001",
+            )
+        ]
+    return []

@@ -19,7 +19,6 @@ from agents.views import playground
 from reactsite.serving.errors import API_PREFIXES
 
 
-
 @require_safe
 def favicon(request):
     """Browsers ask every site for /favicon.ico; the pages also link the SVG (templates/base.html)."""

@@ -181,6 +181,35 @@ def usable_providers() -> list[str]:
     return usable
 
 
+def ecma_literal(text: str) -> str:
+    """`text` as a regex matching itself, in a spelling ECMA 262 (with or without the u flag) and Python both read:
+    only the syntax characters are escaped (Python's re.escape also escapes `-`, `/` and others, which the u flag
+    refuses)."""
+    return "".join("\\" + c if c in "\\^$.|?*+()[]{}" else c for c in text)
+
+
+def fallback_model_pattern() -> str:
+    """The "provider/model" a fallback may name now: a usable provider, then any model (a model may hold "/"
+    itself), or exactly one of the models AGENT_MODELS_<NAME> allows for it."""
+    branches = []
+    for name in usable_providers():
+        allowlist = settings.AGENT_MODELS.get(name) or []
+        models = "|".join(ecma_literal(model) for model in allowlist) if allowlist else None
+        branches.append(f"{ecma_literal(name)}/" + (f"(?:{models})" if models else "[^\\u0000]+"))
+    return f"^(?:{'|'.join(branches)})$" if branches else "^(?!)$"  # no usable provider: nothing matches
+
+
+class FallbackModelsFieldExtension(OpenApiSerializerFieldExtension):
+    """Fallback models as this server is configured right now: each a usable "provider/model", none twice."""
+
+    target_class = "agents.api.serializers.FallbackModelsField"
+
+    def map_serializer_field(self, auto_schema, direction) -> dict:
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        schema["items"] = {**schema["items"], "pattern": fallback_model_pattern()}
+        return {**schema, "uniqueItems": True}
+
+
 TOOL_NAMES = "Tool names, as GET /api/v1/tools lists them (an MCP server's tools come and go); unknown: 400."
 
 

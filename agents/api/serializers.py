@@ -72,6 +72,11 @@ class DecimalText(serializers.CharField):
     """An amount of money as a decimal string ("0.0123"): exact, where a JSON number would not be."""
 
 
+class FallbackModelsField(serializers.ListField):
+    """A run's fallback models: "provider/model" strings, each once. Its schema names the providers (and, where
+    AGENT_MODELS_<NAME> lists some, the models) this server can use right now (agents/api/schema.py)."""
+
+
 class StrictChoiceField(StrictStringMixin, serializers.ChoiceField):
     """A ChoiceField that refuses any JSON value but a string (so the error names the type, not the choices)."""
 
@@ -344,7 +349,7 @@ class RunCreateSerializer(BodySerializer):
         max_length=20,
         help_text="Checks of the input, the final answer and tool calls, added to the agent's (docs/guardrails.md).",
     )
-    fallback_models = serializers.ListField(
+    fallback_models = FallbackModelsField(
         child=StrictCharField(max_length=250),
         required=False,
         max_length=5,

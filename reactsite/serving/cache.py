@@ -16,6 +16,7 @@ import pickle
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
 from django.core.cache.backends.db import DatabaseCache
+from django.core.management import call_command
 from django.db import connections, router, transaction
 from django.utils import timezone
 
@@ -70,8 +71,6 @@ def ensure_tables(sender=None, using: str = "default", verbosity: int = 1, **kwa
     forgotten `createcachetable` made every request that counts a rate an HTML 500 on PostgreSQL). Idempotent."""
     if not database_cache_tables():
         return
-    from django.core.management import call_command
-
     call_command("createcachetable", database=using, verbosity=0)
 
 

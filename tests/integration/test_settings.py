@@ -86,6 +86,34 @@ def test_check_deploy_passes_with_production_settings(redis):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_check_deploy_warns_of_metrics_without_a_token():
+    """/metrics on with no token answers anyone: `check --deploy` says so (W001), and a token silences it."""
+    open_metrics = manage(
+        "check", "--deploy", "--fail-level", "WARNING", env=clean_env(**production(AGENT_METRICS="1"))
+    )
+    with_token = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env=clean_env(**production(AGENT_METRICS="1", AGENT_METRICS_TOKEN=secrets.token_hex(24))),
+    )
+
+    assert open_metrics.returncode == 1
+    assert "reactsite.W001" in open_metrics.stderr and "AGENT_METRICS_TOKEN" in open_metrics.stderr
+    assert with_token.returncode == 0, with_token.stdout + with_token.stderr
+
+
+def test_the_metrics_warning_is_a_deploy_check_only():
+    """Development (`check` without --deploy) stays quiet: the warning is about exposure, which is a deployment's."""
+    with override_settings(AGENT_METRICS=True, AGENT_METRICS_TOKEN=""):
+        plain = checks.run_checks(include_deployment_checks=False)
+        deploy = checks.run_checks(include_deployment_checks=True)
+
+    assert "reactsite.W001" not in [e.id for e in plain]
+    assert "reactsite.W001" in [e.id for e in deploy]
+
+
 def test_production_turns_every_security_setting_on(loaded):
     values = loaded["production"]
     assert values["DEBUG"] is False

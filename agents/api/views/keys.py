@@ -98,7 +98,10 @@ class ApiKeyCreateSerializer(BodySerializer):
         error_messages={"min_length": "Give at least one scope.", "empty": "Give at least one scope."},
     )
     expires_at = FutureDateTimeField(
-        required=False, allow_null=True, help_text="When the key stops working; leave it out (or null) for never."
+        required=False,
+        allow_null=True,
+        help_text="When the key stops working: a time in the future, with its timezone (a past one is 400; no schema "
+        "can hold the clock); leave it out (or null) for never.",
     )
 
 

@@ -17,7 +17,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
-from agents.api.schema import FREE_FORM_OBJECT, TOOL_NAMES, usable_providers
+from agents.api.schema import FREE_FORM_OBJECT, TOOL_NAMES, WHITESPACE, usable_providers
 from agents.api.serializers import RunCreateSerializer, StrictBooleanField, StrictCharField
 from agents.background import schedules
 from agents.models import Schedule
@@ -26,6 +26,18 @@ CRON_HELP = (
     "Five fields, minute hour day-of-month month day-of-week, read as Debian's cron reads them (`0 9 * * 1-5`; "
     "names such as MON and JAN; L, LW, 5L and MON#2 too), or @yearly, @annually, @monthly, @weekly, @daily, "
     "@midnight, @hourly. A seconds field or any other form is 400."
+)
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+# What a client can check before it sends (whether each field's values are in range is cronsim's to say: 400): a
+# nickname in any case, or five fields of cron's characters, with Python's whitespace around and between them.
+CRON_PATTERN = (
+    f"^[{WHITESPACE}]*(?:@(?:{'|'.join(_any_case(name[1:]) for name in schedules.NICKNAMES)})"
+    f"|[0-9A-Za-z*,/#-]+(?:[{WHITESPACE}]+[0-9A-Za-z*,/#-]+){{4}})[{WHITESPACE}]*$"
 )
 TIMEZONE_HELP = "An IANA time zone (Europe/Paris) the expression is read in, daylight saving time included."
 OPTIONS_SCHEMA = {
@@ -164,6 +176,7 @@ class _ScheduleBodyExtension(OpenApiSerializerExtension):
         else:
             properties["provider"] = {"type": "string", "enum": usable_providers()}
         properties["tools"]["description"] = TOOL_NAMES
+        properties["cron"] = {**properties["cron"], "pattern": CRON_PATTERN}
         schema["not"] = {"anyOf": [{"required": ["options", name]} for name in schedules.RUN_OPTIONS]}
         return schema
 
