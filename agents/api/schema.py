@@ -388,7 +388,7 @@ def _document_tools(paths: dict, template: str, operation: dict) -> None:
 def _tool_operation(template: dict, tool, sensitive: bool) -> dict:
     """`POST /api/v1/tools/<tool>/invoke`: the body's `arguments` follow the tool's own JSON Schema."""
     parameters = inline_refs(dict(tool.parameters))
-    body = {"type": "object", "properties": {"arguments": parameters}}
+    body = {"type": "object", "properties": {"arguments": parameters}, "additionalProperties": False}
     if parameters.get("required"):
         body["required"] = ["arguments"]  # a missing `arguments` is `{}`, which lacks the required ones
     operation = copy.deepcopy(template)

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
 from agents.api.pagination import Pagination
+from agents.api.schema import NON_BLANK
 from agents.api.serializers import StrictCharField
 from memory import services
 from memory.models import MAX_FACT_CHARS, Fact
@@ -25,8 +26,9 @@ QUERY_SCHEMA = {"type": "string", "maxLength": MAX_QUERY}
 _DIGITS = re.compile(r"[0-9]+")
 EDIT_SCHEMA = {
     "type": "object",
-    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS}},
+    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS, "pattern": NON_BLANK}},
     "required": ["text"],
+    "additionalProperties": False,  # FactCreateSerializer's: another field is a 400 naming it
 }
 
 

@@ -56,6 +56,11 @@ OPTIONS_SCHEMA = {
         "temperature": {"type": "number"},
         "max_output_tokens": {"type": "integer"},
         "output_schema": FREE_FORM_OBJECT,
+        "max_total_tokens": {"type": "integer"},
+        "max_tool_calls": {"type": "integer"},
+        "tool_limits": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "guardrails": {"type": "array", "items": FREE_FORM_OBJECT},
+        "fallback_models": {"type": "array", "items": {"type": "string"}},
     },
     "additionalProperties": False,
 }
