@@ -453,22 +453,30 @@ def _run_pending(rec: _Recorder, toolset: Toolset) -> None:
         latency = _ms(rec.clock() - now)
         if rec.live is not None:
             rec.live.tool_finished(call.id, call.name, result.is_error, latency)
+        delivery = _delivery(toolset, call.name)
         output, is_error, verdict = result.output, result.is_error, None
         if rec.guard is not None and not is_error:  # what the model (and the record) may see of the result
             output = rec.guard.redact("tool_output", output)
             verdict = rec.guard.check("tool_output", output, tool=call.name)
         if verdict is None:
             rec.add("tool", latency, call_id=call.id, name=call.name, arguments=arguments, output=output,
-                    is_error=is_error)  # fmt: skip
+                    is_error=is_error, **delivery)  # fmt: skip
             continue
         goes_on = _corrects(state, verdict)
         note = prepare(f"Guardrail '{verdict.guardrail}' withheld this tool's output: {verdict.reason}.",
                        toolset.max_output_chars)  # fmt: skip
         marks = _correction(verdict) if goes_on else {"guardrail": verdict.guardrail}
         rec.add("tool", latency, call_id=call.id, name=call.name, arguments=arguments, output=note, is_error=True,
-                withheld=True, **marks)  # fmt: skip
+                withheld=True, **marks, **delivery)  # fmt: skip
         if not goes_on:  # the tool ran: its output is withheld either way
             return _stop_for(rec, verdict, "tool_output")
+
+
+def _delivery(toolset: Toolset, name: str) -> dict[str, Any]:
+    """`{"delivery": …}` for a tool that says how its calls are delivered ("at-least-once": an MCP server that is not
+    known to honour the call's idempotency key, so a resumed run may have run the call twice), else nothing."""
+    delivery = getattr(toolset.tools.get(name), "delivery", None)
+    return {"delivery": delivery} if isinstance(delivery, str) and delivery else {}
 
 
 def _reflect(rec: _Recorder, model: Model, toolset: Toolset) -> None:

@@ -32,7 +32,7 @@ def guardrails_problem(value: Any) -> str | None:
     return None
 
 
-def redacted_parts(guardrails: Any, input_parts: list[dict] | None) -> list[dict] | None:
+def redacted_parts(guardrails: Any, input_parts: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     """A list input's text parts as `redact_input` leaves them (images as they are); None stays None."""
     if input_parts is None or not guardrails:
         return input_parts

@@ -22,6 +22,7 @@ from django.utils import timezone
 from agents.engine import schemas
 from agents.engine.types import ModelError, Verdict
 from agents.guardrails import pii
+from agents.guardrails.normalise import Normalised, normalise
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,11 @@ class Subject:
         if self.given is not None:
             return self.given
         return json.dumps(self.arguments or {}, ensure_ascii=False, sort_keys=True)
+
+    @cached_property
+    def read(self) -> Normalised:
+        """The text as a reader sees it (agents/guardrails/normalise.py), worked out once for every rail."""
+        return normalise(self.text)
 
     def time_left(self) -> float:
         """Seconds until the run's deadline (the settings' budget of one model call when it has none)."""
@@ -84,8 +90,11 @@ class RegexRail(Rail):
     patterns: tuple[re.Pattern[str], ...]
 
     def finding(self, subject: Subject) -> str | None:
+        read = subject.read
+        # as read (a disguised word) and, where that differs, as written (a pattern in another script: "пароль")
+        texts = (read.text, read.original) if read.changed else (read.text,)
         for number, pattern in enumerate(self.patterns, 1):
-            if pattern.search(subject.text) is not None:  # the reason never shows what matched
+            if any(pattern.search(text) is not None for text in texts):  # the reason never shows what matched
                 what = "arguments match" if subject.stage == "tool_arguments" else "text matches"
                 return f"the {what} deny pattern {number}"
         return None
@@ -101,7 +110,7 @@ class PiiRail(Rail):
     def finding(self, subject: Subject) -> str | None:
         if self.action == "redact":  # redacted already: nothing is left to find
             return None
-        kinds = pii.found(subject.text, self.kinds)
+        kinds = pii.found(subject.read, self.kinds)
         return f"it contains personal data ({', '.join(kinds)})" if kinds else None
 
 

@@ -5,14 +5,15 @@
 
 Tools: `echo`, `add`, `distance` (its schema has `$defs`), `greet` (its greeting comes from the MCP_TEST_GREETING
 environment variable: the stdio config's "env" reaches the server), `environment` (the names it was given), `header`
-(a request header, over HTTP: the config's "headers" reach it), `slow` (sleeps), `boom` (raises), `big` (a long
-output) and `learn` (adds a tool to the listing).
+(a request header, over HTTP: the config's "headers" reach it), `meta` (the request's `_meta`: the call's idempotency
+key reaches it), `slow` (sleeps), `boom` (raises), `big` (a long output) and `learn` (adds a tool to the listing).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 from typing import TypedDict
 
@@ -63,6 +64,12 @@ def header(name: str, ctx: Context) -> str:
     request = getattr(ctx.request_context, "request", None)
     headers = getattr(request, "headers", None)
     return str(headers.get(name, "")) if headers is not None else ""
+
+
+@server.tool()
+def meta(ctx: Context) -> str:
+    """The `_meta` of the tools/call request that carried this call, as a JSON object ({} when it had none)."""
+    return json.dumps(dict(ctx.request_context.meta or {}), sort_keys=True, default=str)
 
 
 @server.tool()

@@ -34,7 +34,7 @@ TOOLS = "/api/v1/tools"
 # One object per configuration: the process keeps its sessions while the setting is the same object.
 STDIO = [stdio_server("t", env={"MCP_TEST_GREETING": "Ahoy"})]
 OPEN = [stdio_server("open", sensitive=False)]
-EXPECTED = {"add", "big", "boom", "distance", "echo", "environment", "greet", "header", "learn", "slow"}
+EXPECTED = {"add", "big", "boom", "distance", "echo", "environment", "greet", "header", "learn", "meta", "slow"}
 SECRET = "-".join(["not", "a", "real", "token"])  # built at runtime: no secret-looking literal in the fixtures
 
 

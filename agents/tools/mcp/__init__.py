@@ -8,6 +8,10 @@ wait for a listing. A server down at start has no tools until it answers; a serv
 listing, and calls to it fail as tool errors the model can read until it is back. Every call is bounded by
 AGENT_MCP_TIMEOUT_S (and the run's own per-tool bound), and stdio servers run for as long as the process does.
 
+A run's call carries its idempotency key, "<run id>:<step>:<call id>", in the request's `_meta`: a resumed run repeats a
+call that was in flight when its worker died with the same key. Only a server configured `"idempotent": true` is
+taken to honour it; the calls of any other are at-least-once, and their tool steps say so (`delivery`).
+
 This module imports no SDK: without a configured server the SDK is never loaded (agents/tools/mcp/servers.py is).
 """
 
@@ -26,7 +30,7 @@ from django.conf import settings
 
 from agents.providers.names import wire_name
 from agents.tools.mcp.bridge import EventLoopThread
-from agents.tools.mcp.config import Limits, McpConfigError, parse_servers
+from agents.tools.mcp.config import AT_LEAST_ONCE, Limits, McpConfigError, McpTool, parse_servers
 from agents.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 
 if TYPE_CHECKING:
@@ -124,7 +128,14 @@ def invoke(server: str, tool: str, arguments: dict[str, Any], context: ToolConte
     tools = current()
     if tools is None:
         raise ToolError(f"MCP server '{server}' is not configured.")
-    return tools.call(server, tool, arguments)
+    return tools.call(server, tool, arguments, call_key(context))
+
+
+def call_key(context: ToolContext) -> str | None:
+    """The idempotency key of a run's call: "<run id>:<step>:<call id>" (None outside a run: an invoke has no key).
+    The step makes it unique in the run: a provider that sends no call id gets `call_0` made up on every turn."""
+    call_id = getattr(context, "call_id", None)
+    return f"{context.idempotency_key}:{call_id}" if context.idempotency_key and call_id else None
 
 
 # --- what agents.runs.runtime asks ----------------------------------------------------------------------------------
@@ -169,11 +180,12 @@ def placeholder(name: str) -> Tool | None:
         return None
     tools = current()
     config = next((c for c in tools.configs if c.name == server), None) if tools is not None else None
-    return Tool(
+    return McpTool(
         name=name,
         description=f"The {tool} tool of MCP server {server} (not listed at the moment).",
         parameters={"type": "object"},
         func=functools.partial(invoke, server, tool),
         sensitive=config.sensitive if config is not None else True,
         timeout_s=tools.limits.call_s if tools is not None else 10.0,
+        delivery=config.delivery if config is not None else AT_LEAST_ONCE,
     )

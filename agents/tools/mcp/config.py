@@ -1,9 +1,10 @@
 """AGENT_MCP_SERVERS: which MCP servers lend us tools, read and checked without importing the MCP SDK.
 
 A JSON list of servers, each either stdio (`command`, optional `args` and `env`) or streamable HTTP (`url`, optional
-`headers`), with a `name` and an optional `sensitive` (default true). A mistake is a McpConfigError naming the entry
-and the field, never quoting a value (env and headers hold credentials): agents.checks turns it into a system check
-error, and the tools simply stay away until the setting is fixed.
+`headers`), with a `name`, an optional `sensitive` (default true) and an optional `idempotent` (default false: the
+server is not known to honour the idempotency key every call carries, so its calls are at-least-once). A mistake
+is a McpConfigError naming the entry and the field, never quoting a value (env and headers hold credentials):
+agents.checks turns it into a system check error, and the tools simply stay away until the setting is fixed.
 """
 
 from __future__ import annotations
@@ -11,16 +12,26 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from agents.tools.registry import Tool
+
 # Letters, digits, "-" and "_" (never "__", which stands for the "." of `<server>.<tool>` on a provider's wire).
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
-STDIO_KEYS = frozenset({"name", "command", "args", "env", "sensitive"})
-HTTP_KEYS = frozenset({"name", "url", "headers", "sensitive"})
+STDIO_KEYS = frozenset({"name", "command", "args", "env", "sensitive", "idempotent"})
+HTTP_KEYS = frozenset({"name", "url", "headers", "sensitive", "idempotent"})
 ENV_NAME = re.compile(r"[^=\x00]+")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token
+
+# The `params._meta` entry of every tools/call made for a run's call: "<run id>:<step>:<call id>", the same when a
+# resumed run repeats the call. MCP's rules for a `_meta` key: a prefix of dot-separated labels in reverse DNS
+# notation and a "/", then a name; a prefix whose second label is `modelcontextprotocol` or `mcp` is the specification's own.
+IDEMPOTENCY_META_KEY = "io.reactsite/idempotency-key"
+# A tool step's `delivery` when its server is not configured `"idempotent": true`: a call that was in flight when
+# its worker died runs again when the run is resumed, and nothing tells the server it is a repeat it may skip.
+AT_LEAST_ONCE = "at-least-once"
 
 
 class McpConfigError(ValueError):
@@ -38,10 +49,23 @@ class ServerConfig:
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     sensitive: bool = True
+    idempotent: bool = False  # the server honours IDEMPOTENCY_META_KEY: a repeated key is not run again
 
     @property
     def transport(self) -> str:
         return "stdio" if self.command else "http"
+
+    @property
+    def delivery(self) -> str | None:
+        """What a tool step of this server's records as its `delivery` (None: nothing, the call is keyed)."""
+        return None if self.idempotent else AT_LEAST_ONCE
+
+
+@dataclass(frozen=True)
+class McpTool(Tool):
+    """A registry Tool lent by an MCP server; the engine records its `delivery` in the call's tool step."""
+
+    delivery: str | None = AT_LEAST_ONCE
 
 
 @dataclass(frozen=True)
@@ -95,12 +119,12 @@ def _server(index: int, entry: Any) -> ServerConfig:
     unknown = sorted(set(entry) - allowed)
     if unknown:
         raise McpConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {sorted(allowed)}.")
-    sensitive = entry.get("sensitive", True)
-    if not isinstance(sensitive, bool):
-        raise McpConfigError(f"{where}: 'sensitive' must be true or false.")
-    if has_command:
-        return _stdio(where, name, entry, sensitive)
-    return _http(where, name, entry, sensitive)
+    sensitive, idempotent = entry.get("sensitive", True), entry.get("idempotent", False)
+    for key, value in (("sensitive", sensitive), ("idempotent", idempotent)):
+        if not isinstance(value, bool):
+            raise McpConfigError(f"{where}: '{key}' must be true or false.")
+    server = _stdio(where, name, entry, sensitive) if has_command else _http(where, name, entry, sensitive)
+    return replace(server, idempotent=idempotent)
 
 
 def _stdio(where: str, name: str, entry: Mapping[str, Any], sensitive: bool) -> ServerConfig:

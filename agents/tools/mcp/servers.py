@@ -17,7 +17,7 @@ import mcp.types as types
 from agents.engine.schemas import schema_problem
 from agents.providers.names import fits_the_wire
 from agents.tools.mcp.bridge import EventLoopThread
-from agents.tools.mcp.config import Limits, ServerConfig
+from agents.tools.mcp.config import Limits, McpTool, ServerConfig
 from agents.tools.mcp.session import RETRY_GAP_S, Session
 from agents.tools.registry import Tool, ToolError, ToolFunc, ToolRegistry
 
@@ -80,12 +80,13 @@ class McpTools:
         made = (make_tool(session.config, listed, self.limits, self.invoke) for listed in session.tools)
         return [tool for tool in made if tool is not None]
 
-    def call(self, server: str, tool: str, arguments: dict[str, Any]) -> str:
-        """One call (sync), bounded by AGENT_MCP_TIMEOUT_S; ToolError (or TimeoutError) when it fails."""
+    def call(self, server: str, tool: str, arguments: dict[str, Any], key: str | None = None) -> str:
+        """One call (sync), bounded by AGENT_MCP_TIMEOUT_S; ToolError (or TimeoutError) when it fails. `key`: the
+        call's idempotency key, sent in the request's `_meta` (agents/tools/mcp/config.py, IDEMPOTENCY_META_KEY)."""
         session = self.sessions.get(server)
         if session is None:
             raise ToolError(f"MCP server '{server}' is not configured.")
-        result = self.loop.run(session.call(tool, arguments), self.limits.call_s)
+        result = self.loop.run(session.call(tool, arguments, key), self.limits.call_s)
         return result_text(result)
 
     def close(self) -> None:
@@ -114,13 +115,14 @@ def make_tool(config: ServerConfig, listed: types.Tool, limits: Limits, invoke: 
         return None
     description = listed.description or listed.title or f"The {listed.name} tool of MCP server {config.name}."
     func: ToolFunc = functools.partial(invoke, config.name, listed.name)
-    return Tool(
+    return McpTool(
         name=name,
         description=description.strip()[:MAX_DESCRIPTION],
         parameters=schema,
         func=func,
         sensitive=config.sensitive,
         timeout_s=limits.call_s,
+        delivery=config.delivery,
     )
 
 

@@ -12,14 +12,14 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import mcp.types as types
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from agents.tools.mcp.config import Limits, ServerConfig
+from agents.tools.mcp.config import IDEMPOTENCY_META_KEY, Limits, ServerConfig
 from agents.tools.mcp.stdio import stdio_transport
 from agents.tools.registry import ToolError
 
@@ -58,11 +58,13 @@ class Session:
 
     # --- calls ---------------------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """One tools/call; every failure is a ToolError, and a broken connection is dropped to be made again."""
+    async def call(self, tool: str, arguments: dict[str, Any], key: str | None = None) -> types.CallToolResult:
+        """One tools/call, carrying the call's idempotency key (if any) in its `_meta`; every failure is a ToolError,
+        and a broken connection is dropped to be made again."""
         client = await self.connected()
+        meta = cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: key}) if key else None
         try:
-            return await client.call_tool(tool, arguments)
+            return await client.call_tool(tool, arguments, meta=meta)
         except MCPError as exc:
             if exc.code != types.CONNECTION_CLOSED:
                 raise ToolError(f"MCP server '{self.name}' refused the call: {exc.message[:300]}") from None
