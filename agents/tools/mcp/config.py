@@ -27,7 +27,8 @@ HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token
 
 # The `params._meta` entry of every tools/call made for a run's call: "<run id>:<step>:<call id>", the same when a
 # resumed run repeats the call. MCP's rules for a `_meta` key: a prefix of dot-separated labels in reverse DNS
-# notation and a "/", then a name; a prefix whose second label is `modelcontextprotocol` or `mcp` is the specification's own.
+# notation and a "/", then a name; a prefix whose second label is `modelcontextprotocol` or `mcp` is the
+# specification's own.
 IDEMPOTENCY_META_KEY = "io.reactsite/idempotency-key"
 # A tool step's `delivery` when its server is not configured `"idempotent": true`: a call that was in flight when
 # its worker died runs again when the run is resumed, and nothing tells the server it is a repeat it may skip.
