@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Generator, Iterator
 
@@ -19,6 +20,7 @@ from rest_framework.renderers import BaseRenderer
 from agents.models import Run, RunStatus, Step
 from agents.runs import doorbell, representation, telemetry
 from agents.runs.store import reacquire_connection, release_connection
+from reactsite.serving import green
 
 POLL_S = 0.25
 KEEPALIVE_S = 15.0
@@ -28,6 +30,55 @@ RECHECK_S = 60.0
 MAX_STREAM_S = 600.0
 HOLD_S = 0.5  # at most this long a tool's step waits for its tool.finished (see _Stream._read)
 HOLD_RECHECK_S = 0.02  # a paused run can wait for hours: the client reconnects with Last-Event-ID
+# At most this many streams of a process read at once while they open (the view's reads, then the stream's first
+# read, each a turn of its own); the others wait their turn before reading, holding no connection. 200 streams
+# opened at once each cost ~10 ms of a worker's CPU, which nothing interrupts on SQLite: in turns, a request that
+# comes meanwhile (health's) waits for a few of them, not for all 200.
+OPENING_AT_ONCE = 4
+OPENING_WAIT_S = 10.0  # a turn not given by then is taken all the same: a slow set-up delays, never refuses, a stream
+_opening = threading.BoundedSemaphore(OPENING_AT_ONCE)
+IDLE_WAIT_S = 0.5  # at most this long a stream's turn lets the worker's other work go first (see _let_others_first)
+
+
+class Turn:
+    """A turn to read while opening a stream (taken when made); `release` (any number of times) gives it on.
+
+    Once taken, the stream lets every other request that is ready run first (under gevent `sleep(0)` yields to them):
+    what nothing interrupts (SQLite's reads, the CPU of a view) would otherwise run stream after stream, each taking
+    its turn in the next instant, while a request that came after them waited for all."""
+
+    def __init__(self) -> None:
+        self._held = _opening.acquire(timeout=OPENING_WAIT_S)
+        _let_others_first()
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            _opening.release()
+
+
+def _let_others_first() -> None:
+    """Under gevent: wait until the worker has nothing else ready, at most IDLE_WAIT_S. gunicorn accepts one
+    connection per turn of the loop, so 200 streams opened at once would otherwise be accepted and set up one by one,
+    and a request behind them in the backlog (health's) answered only after all of them."""
+    green.let_others_first(IDLE_WAIT_S)
+
+
+class Frames:
+    """A stream's frames for StreamingHttpResponse, with the turn of its view's reads: given on when the frames
+    start, or when the response is closed (a stream the server never started), whichever comes first."""
+
+    def __init__(self, frames: Iterator[str], turn: Turn) -> None:
+        self._frames, self._turn = frames, turn
+
+    def __iter__(self) -> Iterator[str]:
+        return self._frames
+
+    def close(self) -> None:
+        self._turn.release()
+        close = getattr(self._frames, "close", None)
+        if close is not None:
+            close()
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -54,6 +105,7 @@ def run_events(
     max_s: float = MAX_STREAM_S,
     sleep=None,
     deltas: bool = True,
+    turn: Turn | None = None,
 ) -> Iterator[str]:
     """Step events after index `after`, a `run` event whenever the status changes, then `done`; between them the
     live events of the work in progress (`assistant.delta`, `assistant.retry` unless `deltas` is off; `tool.started`,
@@ -63,10 +115,20 @@ def run_events(
     live event comes, sending keep-alives meanwhile without reading anything (and re-reading after RECHECK_S all the
     same); on the embedded default it reads every `poll_s` and forwards live events as they come. Between reads it
     holds no database connection (on PostgreSQL it goes back to the pool): a stream can stay open for minutes.
-    `sleep`: a test's stand-in for the wait between two polls.
+    Nor while it starts: the connection of the view's reads goes back before the stream waits for its process's
+    listener and its announcement (up to READY_S each), and comes again for the first read only. 200 streams
+    opened at once each held a pooled connection through that wait, so the pool ran dry and health's check of the
+    database, queued behind them, answered 503 (docs/operations.md, event streams and connections).
+    `sleep`: a test's stand-in for the wait between two polls. `turn`: the Turn of the view's reads (given on here;
+    the first read then waits for a turn of its own).
     """
+    release_connection()
+    if turn is not None:
+        turn.release()
     with telemetry.stream(run_id), doorbell.following(run_id) as watch:
-        yield from _Stream(run_id, after, watch, deltas).frames(poll_s=poll_s, max_s=max_s, sleep=sleep)
+        reacquire_connection()
+        stream = _Stream(run_id, after, watch, deltas, in_turn=turn is not None)
+        yield from stream.frames(poll_s=poll_s, max_s=max_s, sleep=sleep)
 
 
 LIVE_TEXT = ("assistant.delta", "assistant.retry")
@@ -76,8 +138,8 @@ class _Stream:
     """One client's stream: what it has been sent, so a live event that a committed step already covers (it came
     late, from another process) is left out."""
 
-    def __init__(self, run_id, after: int, watch: doorbell.Watch, deltas: bool) -> None:
-        self.run_id, self.after, self.watch, self.deltas = run_id, after, watch, deltas
+    def __init__(self, run_id, after: int, watch: doorbell.Watch, deltas: bool, in_turn: bool = False) -> None:
+        self.run_id, self.after, self.watch, self.deltas, self.in_turn = run_id, after, watch, deltas, in_turn
         self.status: str | None = None
         self.turns = 0  # the run's committed model turns: text of those is history
         self.tools_done: set[str] = set()  # call ids whose tool step went out
@@ -93,7 +155,13 @@ class _Stream:
         started = last_beat = time.monotonic()
         wait_s = poll_s if self.watch.polls else RECHECK_S
         early = [item for item in self.watch.take() if item is not doorbell.RING]  # the first read covers rings
-        yield from self._read()
+        turn = Turn() if self.in_turn else None
+        try:
+            first = list(self._read())  # read in its turn; sent after it
+        finally:
+            if turn is not None:
+                turn.release()
+        yield from first
         for item in early:
             yield from self._live(_Live(*item))
         next_read = time.monotonic() + wait_s

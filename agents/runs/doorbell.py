@@ -116,14 +116,21 @@ def following(run_id) -> Iterator[Watch]:
 
 def _announce(listener: _Listener, run_id: str) -> None:
     """Tell every process that a stream follows this run, and wait (briefly) until our own listener heard it: the
-    others heard it by then too, so the run's next model call streams its text."""
+    others heard it by then too, so the run's next model call streams its text.
+
+    The wait is on an event the listener sets when the announcement comes back, not a poll: 200 streams opened at
+    once each woke every 2 ms until theirs came, which kept a gevent worker's loop busy and so held the announcements
+    (and, before the stream let its connection go, 200 pooled connections) back longer still."""
     outbox = livebus.outbox()
     if outbox is None:
         return
-    livebus.announce(outbox, run_id)
-    deadline = time.monotonic() + READY_S
-    while not listener.heard(run_id) and time.monotonic() < deadline:
-        time.sleep(0.002)
+    heard = listener.expect(run_id)
+    try:
+        livebus.announce(outbox, run_id)
+        if not listener.heard(run_id):
+            heard.wait(READY_S)
+    finally:
+        listener.unexpect(run_id, heard)
 
 
 def follows(run_id) -> bool:
@@ -147,6 +154,7 @@ class _Listener:
         self.socket = None  # the local listener's socket
         self._started = False
         self.followed: dict[str, float] = {}  # runs some process's stream follows, until when (its announcements)
+        self._expected: dict[str, set[threading.Event]] = defaultdict(set)  # streams waiting for their announcement
         self._renew_at = 0.0
 
     def start(self) -> None:
@@ -171,6 +179,19 @@ class _Listener:
             self._waiters[run_id].discard(watch)
             if not self._waiters[run_id]:
                 del self._waiters[run_id]
+
+    def expect(self, run_id: str) -> threading.Event:
+        """An event set when an announcement that a stream follows this run comes over the bus."""
+        heard = threading.Event()
+        with self._lock:
+            self._expected[run_id].add(heard)
+        return heard
+
+    def unexpect(self, run_id: str, heard: threading.Event) -> None:
+        with self._lock:
+            self._expected[run_id].discard(heard)
+            if not self._expected[run_id]:
+                del self._expected[run_id]
 
     def _wake(self, run_id: str) -> None:
         with self._lock:
@@ -206,6 +227,10 @@ class _Listener:
             run_id = json.loads(data).get("run")
             if isinstance(run_id, str):
                 self.followed[run_id] = time.monotonic() + livebus.FOLLOW_TTL_S
+                with self._lock:
+                    expected = list(self._expected.get(run_id, ()))
+                for heard in expected:
+                    heard.set()
         elif event == livebus.HELLO_EVENT:
             self._renew_at = 0.0  # at the next tick
 

@@ -22,6 +22,17 @@ def patched() -> bool:
     return bool(monkey and monkey.is_module_patched("socket"))
 
 
+def let_others_first(max_s: float) -> None:
+    """Under gevent: wait until the worker has nothing else ready (connections to accept, requests to answer), at most
+    `max_s`. Without gevent: nothing (each request has its thread). The gevent module is the one that patched this
+    process (`patched()`): nothing is imported here."""
+    if not patched():
+        return
+    gevent = sys.modules["gevent"]
+    with gevent.Timeout(max_s, False):
+        gevent.idle()
+
+
 def install() -> None:
     """Share idle connections between requests of different greenlets (a no-op without gevent)."""
     if patched():

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from agents.api.authentication import owner_facts
 from agents.api.bodies import unknown_fields
-from agents.api.events import EventStreamRenderer, run_events
+from agents.api.events import EventStreamRenderer, Frames, Turn, run_events
 from agents.api.serializers import (
     AdvanceSerializer,
     EventsQuerySerializer,
@@ -93,7 +93,15 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     filterset_class = RunFilter
     lookup_value_regex = "[^/]+"
 
+    def initial(self, request, *args, **kwargs):
+        if self.action == "events":  # its turn to read first, before any read (authentication's): see Turn
+            self.turn = Turn()
+        super().initial(request, *args, **kwargs)
+
     def finalize_response(self, request, response, *args, **kwargs):
+        turn = getattr(self, "turn", None)
+        if turn is not None and not isinstance(response, StreamingHttpResponse):  # an error: no stream to set up
+            turn.release()
         response = super().finalize_response(request, response, *args, **kwargs)
         if isinstance(response, Response) and isinstance(response.accepted_renderer, EventStreamRenderer):
             # An error of the events route (401, 404, 406): its body is JSON, and its Content-Type says so.
@@ -236,8 +244,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         query = EventsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         after = _step_index(request.headers.get("Last-Event-ID", ""))
-        frames = run_events(run.pk, after, deltas=query.validated_data["deltas"] == "1")
-        response = StreamingHttpResponse(frames, content_type="text/event-stream")
+        turn = getattr(self, "turn", None) or Turn()
+        frames = run_events(run.pk, after, deltas=query.validated_data["deltas"] == "1", turn=turn)
+        response = StreamingHttpResponse(Frames(frames, turn), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
         return response
