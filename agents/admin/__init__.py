@@ -2,8 +2,8 @@
 
 runs: runs and their traces; threads; approvals: the pending-approvals queue; agents: agent configurations; usage:
 token usage, spend and quotas; prices: model prices; webhooks: webhook endpoints and deliveries; keys: users' API
-keys (list, revoke); audit: the log entries (who changed or deleted what); schedules: scheduled runs; filters: the run list's own filters; base: what the pages share. Eval
-pages live with the evals (agents/evals/admin.py).
+keys (list, revoke); audit: the log entries (who changed or deleted what); schedules: scheduled runs; filters: the
+run list's own filters; base: what the pages share. Eval pages live with the evals (agents/evals/admin.py).
 """
 
 from django.contrib import admin
