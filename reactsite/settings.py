@@ -54,8 +54,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "reactsite.serving.errors.JsonApiErrorsMiddleware",  # outermost: an error under /api/ is JSON, never HTML
     "log_request_id.middleware.RequestIDMiddleware",
+    "reactsite.serving.errors.JsonApiErrorsMiddleware",  # around every other: an error under /api/ is JSON, never HTML
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "corsheaders.middleware.CorsMiddleware",

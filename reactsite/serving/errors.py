@@ -3,8 +3,9 @@
 DRF answers its own errors in JSON, but what happens outside a DRF view is Django's to answer, in HTML: a `Host`
 header that ALLOWED_HOSTS refuses (a 400 raised by the middleware, before any view), an exception no handler caught
 (the "Server Error (500)" page, or the debug page with DEBUG on), a CSRF refusal. Under the API's prefixes a client
-reads JSON, so this middleware, outermost, turns such an HTML answer into `{"detail": …}` with the same status. An
-uncaught exception that is the database cache's missing table becomes a 503 naming the set-up step.
+reads JSON, so this middleware, around all but the request id's, turns such an HTML answer into `{"detail": …}`
+with the same status. An uncaught exception that is the database cache's missing table becomes a 503 naming the
+set-up step.
 """
 
 from __future__ import annotations

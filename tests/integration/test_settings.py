@@ -12,7 +12,7 @@ import pytest
 from django.core import checks
 from django.test import override_settings
 
-from agents.checks import check_shared_cache
+from agents.checks import check_metrics_token, check_shared_cache
 from tests.integration._support import ROOT, clean_env, manage, run_py
 
 REDIS = "redis://127.0.0.1:6379/0"  # never connected to: loading settings and running checks does not touch it
@@ -106,12 +106,15 @@ def test_check_deploy_warns_of_metrics_without_a_token():
 
 def test_the_metrics_warning_is_a_deploy_check_only():
     """Development (`check` without --deploy) stays quiet: the warning is about exposure, which is a deployment's."""
+    plain = checks.registry.registry.get_checks(include_deployment_checks=False)
+    deploy = checks.registry.registry.get_checks(include_deployment_checks=True)
     with override_settings(AGENT_METRICS=True, AGENT_METRICS_TOKEN=""):
-        plain = checks.run_checks(include_deployment_checks=False)
-        deploy = checks.run_checks(include_deployment_checks=True)
+        warned = check_metrics_token()
+    with override_settings(AGENT_METRICS=False, AGENT_METRICS_TOKEN=""):
+        off = check_metrics_token()
 
-    assert "reactsite.W001" not in [e.id for e in plain]
-    assert "reactsite.W001" in [e.id for e in deploy]
+    assert check_metrics_token in deploy and check_metrics_token not in plain
+    assert [e.id for e in warned] == ["reactsite.W001"] and off == []
 
 
 def test_production_turns_every_security_setting_on(loaded):

@@ -134,8 +134,8 @@ def invoke(server: str, tool: str, arguments: dict[str, Any], context: ToolConte
 def call_key(context: ToolContext) -> str | None:
     """The idempotency key of a run's call: "<run id>:<step>:<call id>" (None outside a run: an invoke has no key).
     The step makes it unique in the run: a provider that sends no call id gets `call_0` made up on every turn."""
-    call_id = getattr(context, "call_id", None)
-    return f"{context.idempotency_key}:{call_id}" if context.idempotency_key and call_id else None
+    step_key, call_id = getattr(context, "idempotency_key", None), getattr(context, "call_id", None)
+    return f"{step_key}:{call_id}" if step_key and call_id else None
 
 
 # --- what agents.runs.runtime asks ----------------------------------------------------------------------------------
