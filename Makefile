@@ -62,10 +62,15 @@ $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/pac
 
 clients: $(TS_CLIENT)/node_modules/.installed
 
+# The suite across the cores (pytest-xdist): one process a core, each with its own test database (and, with
+# REDIS_URL, its own Redis database: tests/conftest.py); a file's tests stay together in one process, so the servers
+# a module starts once serve all its tests. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= auto
+
 test: install lint clients
 	$(PY) manage.py makemigrations --check --dry-run -v 0
 	$(PY) manage.py collectstatic --noinput -v 0
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* $(TS_CLIENT)/node_modules

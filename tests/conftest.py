@@ -13,6 +13,28 @@ from tests.support.http_stub import StubServer  # noqa: E402
 _TEST_DB_LOCK: list = []  # the open lock file, held for the whole session
 
 
+def pytest_configure(config):
+    """Under pytest-xdist each worker has its own Redis database (gw0: 1, gw1: 2, …; a plain run keeps the URL's):
+    a test's `cache.clear()` empties only its own worker's cache. Before collection, so modules that read REDIS_URL
+    see it, and the processes a test starts (`app_env`) share their worker's database."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    url = os.environ.get("REDIS_URL", "")
+    if not (worker.startswith("gw") and url):
+        return
+    from urllib.parse import urlsplit, urlunsplit
+
+    from django.conf import settings
+    from django.test.signals import clear_cache_handlers
+
+    parts = urlsplit(url)
+    os.environ["REDIS_URL"] = urlunsplit(parts._replace(path=f"/{int(worker[2:]) + 1}"))
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+    for conf in settings.CACHES.values():
+        if conf.get("LOCATION") == url:
+            conf["LOCATION"] = settings.REDIS_URL
+    clear_cache_handlers(setting="CACHES")
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """Two suites at once on one machine (two shells, or CI beside a developer) would create, use and drop the same

@@ -184,7 +184,7 @@ def test_a_run_that_stopped_without_an_answer_is_history_with_its_stop_reason(ap
 
 @pytest.mark.parametrize(
     ("thread_id", "why"),
-    [("not-a-uuid", "malformed"), (5, "a number"), (str(uuid.uuid4()), "unknown")],
+    [("not-a-uuid", "malformed"), (5, "a number"), ("c3a8f0d2-5e71-4b96-9d24-81f6e0b7a5c3", "unknown")],
 )
 def test_a_bad_thread_id_is_400_and_stores_nothing(api, thread_id, why):
     response = create_run(api, thread_id=thread_id)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import yaml
 from django.contrib import admin
@@ -136,7 +134,7 @@ def test_what_a_case_does_not_carry_over_is_said(alice, tmp_path):
     assert loaded(tmp_path, out)[0].input == "What is 2^10, minus 24?"
 
 
-@pytest.mark.parametrize("run_id", [str(uuid.uuid4()), "not-a-run-id"])
+@pytest.mark.parametrize("run_id", ["e5f7a9c1-2b3d-4e6f-8a0b-1c2d3e4f5a6b", "not-a-run-id"])
 def test_an_unknown_run_exits_2(alice, run_id):
     with pytest.raises(CommandError, match=f"Run {run_id} not found") as exc:
         export("--run", run_id, "--user", "alice")
