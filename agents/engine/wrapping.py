@@ -37,7 +37,7 @@ class _Folding:
     openers: re.Pattern[str]  # any character that reads as, or as containing, "<"
 
 
-def _confusables() -> dict[str, set[str]]:
+def confusables() -> dict[str, set[str]]:
     """Unicode's TR39 confusables as an undirected graph, from the confusable-homoglyphs package data."""
     # Read the data file rather than import the package's module: that module pulls in urllib for its updater.
     raw = json.loads(resources.files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8"))
@@ -61,7 +61,7 @@ def _component(graph: dict[str, set[str]], seed: str) -> set[str]:
 
 def _look_alikes() -> dict[str, str]:
     """Character → the marker symbols it looks like ("" for a separator look-alike), in either case."""
-    graph = _confusables()
+    graph = confusables()
     looks: dict[str, str] = {}
     for symbol in sorted(_SYMBOLS) + list(_SEPARATOR_LOOKS):
         target = "" if symbol in _SEPARATOR_LOOKS else symbol

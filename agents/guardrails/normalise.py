@@ -22,7 +22,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 
-from agents.engine.wrapping import _confusables
+from agents.engine.wrapping import confusables
 
 _DROPPED_CATEGORIES = frozenset({"Cf", "Mn", "Me"})
 _MARKS = frozenset({"Mn", "Me"})
@@ -41,7 +41,7 @@ def _invisible(ch: str) -> bool:
 def _prototypes() -> dict[str, str]:
     """Non-ASCII character → the one ASCII character it is confusable with (Unicode TR39, via confusable-homoglyphs)."""
     found: dict[str, str] = {}
-    for glyph, neighbours in _confusables().items():
+    for glyph, neighbours in confusables().items():
         if len(glyph) != 1 or glyph.isascii():
             continue
         ascii_ones = sorted(n for n in neighbours if len(n) == 1 and n.isascii() and n.isprintable() and n != " ")

@@ -211,7 +211,7 @@ def _new_run(owner, options: RunOptions, thread, history, provider, model, names
 LIMIT_MAX = 2_147_483_647
 
 
-def limit_problem(value: Any) -> bool:
+def outside_limits(value: Any) -> bool:
     """Whether a per-run limit (or a per-tool one) is not a whole number from 1 to LIMIT_MAX."""
     return isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIMIT_MAX
 
@@ -245,7 +245,7 @@ def safety_problems(options: Any, where: str = "") -> dict[str, list[str]]:
         value, ceiling = getattr(options, name), int(getattr(settings, ceiling_setting))
         if value is None:
             continue
-        if limit_problem(value):
+        if outside_limits(value):
             problems[name] = [f"{where}Must be a whole number from 1 to {LIMIT_MAX}."]
         elif ceiling and value > ceiling:
             problems[name] = [f"{where}Must be at most {ceiling} (the server's ceiling, {ceiling_setting})."]
@@ -273,7 +273,7 @@ def tool_limits_problem(value: Any, agents: list[str] | None = None) -> str | No
         return f"Unknown tool(s): {', '.join(unknown)}. Known: {', '.join(sorted(known))}."
     ceiling = int(settings.AGENT_MAX_TOOL_CALLS_CEILING)
     for name, limit in value.items():
-        if limit_problem(limit):
+        if outside_limits(limit):
             return f"The limit of {name!r} must be a whole number from 1 to {LIMIT_MAX}."
         if ceiling and limit > ceiling:
             return f"The limit of {name!r} must be at most {ceiling} (AGENT_MAX_TOOL_CALLS_CEILING)."

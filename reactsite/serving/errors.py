@@ -42,7 +42,8 @@ got_request_exception.connect(remember_exception, dispatch_uid="reactsite.servin
 
 
 class JsonApiErrorsMiddleware:
-    """Outermost: an HTML (or plain-text) error answered under the API's prefixes becomes a JSON one."""
+    """Around every middleware but the request id's: an HTML (or plain-text) error answered under the API's prefixes
+    becomes a JSON one."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
