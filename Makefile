@@ -1,4 +1,5 @@
-# make run: set up everything and serve on 127.0.0.1:$(PORT). make test: set up and run the whole suite.
+# make run: set up everything and serve on 127.0.0.1:$(PORT). make test: set up and run the whole suite; make test-fast:
+# the quick part of it, for the edit loop.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,16 +10,42 @@ PYTHON_BOOT := $(shell for c in python3.13 python3.12 python3; do \
 	p=$$(command -v $$c 2>/dev/null) || continue; \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: run test install setup lint clients clean
+.PHONY: run test test-fast install install-dev setup lint lock clients clean
 
-$(VENV)/.installed: requirements.txt
+# Two locks of the whole tree, every package pinned with its hashes: requirements.lock is what the service runs
+# (requirements.txt), requirements-dev.lock adds the tests' and lint's tools (requirements-dev.txt). `make run`
+# installs the first, `make test` the second; a stamp per lock installs again whenever that lock changes.
+RUNTIME_LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check --require-hashes
+
+$(PY):
 	@if [ -z "$(PYTHON_BOOT)" ]; then \
 		echo "reactsite needs Python 3.12 or newer (Django 6.1). Install it (e.g. 'pyenv install 3.12') and retry." >&2; exit 1; fi
-	@test -x $(PY) || { echo "Creating $(VENV) with $(PYTHON_BOOT)"; $(PYTHON_BOOT) -m venv $(VENV); }
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	@echo "Creating $(VENV) with $(PYTHON_BOOT)"; $(PYTHON_BOOT) -m venv $(VENV)
+
+$(VENV)/.installed-runtime: $(RUNTIME_LOCK) | $(PY)
+	$(PIP_INSTALL) -r $(RUNTIME_LOCK)
 	@touch $@
 
-install: $(VENV)/.installed .env
+$(VENV)/.installed-dev: $(RUNTIME_LOCK) $(DEV_LOCK) | $(PY)
+	$(PIP_INSTALL) -r $(DEV_LOCK)
+	@touch $@
+
+install: $(VENV)/.installed-runtime .env
+install-dev: $(VENV)/.installed-dev .env
+
+# Writes both locks from requirements.txt and requirements-dev.txt, keeping every version they already pin (after an
+# edit of either file; `make lock LOCK_FLAGS=--upgrade` moves everything to the newest releases allowed). uv does the
+# resolving; it is installed into the virtualenv for this only, and is in neither lock.
+UV_VERSION := 0.13.9
+LOCK_FLAGS ?=
+UV_COMPILE = $(VENV)/bin/uv pip compile -q --generate-hashes --python-version 3.12 --custom-compile-command 'make lock' $(LOCK_FLAGS)
+
+lock: | $(PY)
+	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV_COMPILE) requirements.txt -o $(RUNTIME_LOCK)
+	$(UV_COMPILE) requirements-dev.txt -c $(RUNTIME_LOCK) -o $(DEV_LOCK)
 
 # Development settings, written once and never overwritten (git-ignored): every command of the README reads them,
 # so nothing has to be exported by hand. A variable set in the environment still wins over the file.
@@ -46,7 +73,7 @@ run: setup
 	    $$? >&2; sleep 1; done ) & worker=$$!; \
 	$(VENV)/bin/gunicorn -c gunicorn.conf.py --bind 127.0.0.1:$(PORT) reactsite.wsgi
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -69,11 +96,23 @@ clients: $(TS_CLIENT)/node_modules/.installed
 TEST_WORKERS ?= auto
 SCHEMA_FUZZ := tests/api/test_schema_conformance.py
 
-test: install lint clients
+test: install-dev lint clients
 	$(PY) manage.py makemigrations --check --dry-run -v 0
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(SCHEMA_FUZZ)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist load $(SCHEMA_FUZZ)
+
+# The edit loop: the engine, API and unit tests in a few minutes, without what starts servers or other processes
+# (integration, browser, CLI and generated-client tests, the PostgreSQL-with-pgvector and bench files, the metrics'
+# and tracing's process tests, MCP under gevent) and without the schema fuzz or lint. `make test` runs everything.
+FAST_SKIPS := tests/integration tests/browser tests/clients tests/cli $(SCHEMA_FUZZ) \
+	tests/memory/test_pgvector.py tests/memory/test_pgvector_server.py tests/evals/test_bench_command.py \
+	tests/evals/test_bench_http.py tests/observability/test_metrics.py tests/observability/test_tracing.py \
+	tests/tools/test_mcp_green.py
+
+test-fast: install-dev
+	$(PY) manage.py collectstatic --noinput -v 0
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile $(addprefix --ignore=,$(FAST_SKIPS))
 
 clean:
 	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* $(TS_CLIENT)/node_modules

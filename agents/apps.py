@@ -9,27 +9,32 @@ class AgentsConfig(AppConfig):
         from django.conf import settings
         from django.db.models.signals import post_delete, post_migrate, post_save
 
-        from agents import checks  # noqa: F401  (registers the system checks)
-        from agents.limits import dbtriggers, prices
+        from agents import checks, periodic  # noqa: F401  (checks: registers the system checks)
         from agents.models import ModelPrice
         from agents.notifications import notify
-        from agents.runs import children, multitask, signals, telemetry
+        from agents.runs import children, signals, telemetry
+        from agents.usage import dbtriggers, prices
         from reactsite.serving import cache, green
 
         green.install()
-        # The runs' commits tell the notifications (webhooks, reviewer e-mail) through signals: runs import neither.
+        # Every sweep registers where it is defined (agents/periodic.py): the worker and beat import none of them.
+        from agents.background import retention  # noqa: F401
+        from agents.notifications import webhooks  # noqa: F401
+        from agents.runs import recovery, review  # noqa: F401
+        from agents.schedules import services  # noqa: F401
+
+        # The runs' commits tell their observers, the notifications (webhooks, reviewer e-mail), through signals: runs
+        # import neither. What follows a run's end (its parent resumed, its thread's next run started) is no observer:
+        # the commit settles the run itself (agents/runs/settle.py).
         signals.run_done.connect(notify.on_run_done, dispatch_uid="agents.notify.run_done")
         signals.run_awaiting_approval.connect(notify.on_run_awaiting_approval, dispatch_uid="agents.notify.awaiting")
-        # A child run's end (or pause) takes its parent up again (agents/runs/children.py).
+        # Runs get their sub-agents' tools; a parent let go waiting on a child acts on a child done meanwhile.
         children.install()
-        signals.run_done.connect(children.on_run_done, dispatch_uid="agents.children.run_done")
-        signals.run_waiting.connect(children.on_run_waiting, dispatch_uid="agents.children.run_waiting")
-        signals.run_done.connect(multitask.on_run_done, dispatch_uid="agents.multitask.run_done")  # next on its thread
-        post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.limits.dbtriggers")
+        post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.usage.dbtriggers")
         post_migrate.connect(cache.ensure_tables, sender=self, dispatch_uid="reactsite.serving.cache")  # no half set-up
         # A price saved in the console is used by this process's next call (the others read the rows within seconds).
-        post_save.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.limits.prices.saved")
-        post_delete.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.limits.prices.deleted")
+        post_save.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.usage.prices.saved")
+        post_delete.connect(prices.ROWS.forget, sender=ModelPrice, dispatch_uid="agents.usage.prices.deleted")
         if settings.AGENT_OTEL_TRACES:  # each process its own exporter (gunicorn loads the app after the fork)
             from reactsite.observability import tracing
 
@@ -40,3 +45,4 @@ class AgentsConfig(AppConfig):
             observer = metrics.install(settings.AGENT_METRICS_DIR)
             telemetry.add_observer(observer)
             signals.run_done.connect(observer.run_done, dispatch_uid="reactsite.metrics.run_done")
+            periodic.observe(observer.sweep_done)

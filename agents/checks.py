@@ -3,8 +3,8 @@
 from django.conf import settings
 from django.core import checks
 
-from agents.limits.prices import check_prices
 from agents.tools.mcp.config import McpConfigError, parse_servers
+from agents.usage.prices import check_prices
 
 PER_PROCESS_CACHES = {
     "django.core.cache.backends.locmem.LocMemCache",

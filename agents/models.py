@@ -8,6 +8,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from agents.engine import steps as engine_steps
+from agents.runconfig.options import RunProtocol as RunProtocol
+from agents.runconfig.storage import AgentColumns, RunColumns
+
 
 class RunStatus(models.TextChoices):
     QUEUED = "queued"
@@ -36,65 +40,30 @@ class RunMode(models.TextChoices):
     BACKGROUND = "background"
 
 
-class RunProtocol(models.TextChoices):
-    TOOLS = "tools"
-    REACT = "react"
+# A step's kind as the engine declares it (agents/engine/steps.py), mirrored as the column's choices.
+StepKind = models.TextChoices("StepKind", [(kind.name, kind.value) for kind in engine_steps.StepKind])
 
 
-class StepKind(models.TextChoices):
-    MODEL = "model"
-    TOOL = "tool"
-    APPROVAL = "approval"
-    ERROR = "error"
+class Agent(AgentColumns):
+    """A named, stored configuration a run can start from (docs/api.md#agents); staff edit it in the admin.
 
-
-class Agent(models.Model):
-    """A named, stored configuration a run can start from (API.md v1.1, "Agents"); staff edit it in the admin.
-
-    Every field but `name` is optional: empty means the built-in default. A run records what it used (its own
-    columns), so editing an agent never changes the record of a run that already happened.
+    Every field but `name` is optional (its options: AgentColumns, agents/runconfig/storage.py): empty means the
+    built-in default. A run records what it used (its own columns), so editing an agent never changes the record of
+    a run that already happened.
     """
 
     name = models.SlugField(max_length=64, unique=True, help_text="how runs name it: letters, digits, - and _")
-    instructions = models.TextField(blank=True, default="", help_text="added to the system prompt after the rules")
-    provider = models.CharField(max_length=32, blank=True, default="")
-    model = models.CharField(max_length=200, blank=True, default="")
-    protocol = models.CharField(max_length=8, blank=True, default="", choices=[("tools", "tools"), ("react", "react")])
-    tools = models.JSONField(null=True, blank=True, help_text="tool names; empty: every enabled tool")
-    # Other agents this one may hand a task to: each is a tool `agent_<name>` whose call starts a child run.
-    agents = models.JSONField(
-        null=True, blank=True, help_text="names of agents it may call as tools (agent_<name>), each a child run"
-    )
     description = models.CharField(
         max_length=500, blank=True, default="", help_text="what it is good for: what another agent calling it is told"
-    )
-    sensitive_tools = models.JSONField(default=list, blank=True, help_text="widens the approval gate")
-    max_turns = models.PositiveSmallIntegerField(null=True, blank=True)
-    timeout_s = models.FloatField(null=True, blank=True)
-    temperature = models.FloatField(null=True, blank=True)
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    output_schema = models.JSONField(null=True, blank=True, help_text="a JSON Schema the final answer must satisfy")
-    # Safety and cost (docs/safety-and-cost.md): per-run limits, guardrails, fallback models.
-    max_total_tokens = models.PositiveIntegerField(
-        null=True, blank=True, help_text="tokens of all its model calls; the run stops (usage_limit) before more"
-    )
-    max_tool_calls = models.PositiveIntegerField(
-        null=True, blank=True, help_text="tool calls a run may make; the run stops (usage_limit) before more"
-    )
-    tool_limits = models.JSONField(
-        null=True, blank=True, help_text='calls per tool, e.g. {"search": 3}: then the model is told it is exhausted'
-    )
-    guardrails = models.JSONField(
-        null=True, blank=True, help_text="checks of the input, the final answer and tool calls (a list of objects)"
-    )
-    fallback_models = models.JSONField(
-        null=True, blank=True, help_text='"provider/model" tried in order when the model fails or is rate-limited'
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", editable=False
     )
+    # Online evaluators (docs/evals.md#scores-on-production-runs): [{"name", "check", "sample"}], each scoring a
+    # sampled fraction of this agent's finished runs on the worker; checked by agents.evals.online.evaluator_problems.
+    evaluators = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -121,7 +90,7 @@ class Thread(models.Model):
         return self.title or f"thread {str(self.id)[:8]}"
 
 
-class Run(models.Model):
+class Run(RunColumns):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # No index of its own: run_owner_created (owner, -created_at) leads with owner_id and serves every look-up by owner.
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs", db_index=False)
@@ -131,27 +100,23 @@ class Run(models.Model):
         Thread, on_delete=models.CASCADE, null=True, blank=True, related_name="runs", db_index=False
     )
     history = models.JSONField(default=list, blank=True)
-    # The agent it started from (its name, kept as it was) and the effective settings it ran with.
+    # The agent it started from (its name, kept as it was); the options it ran with are its RunColumns
+    # (agents/runconfig/storage.py), read as one value: `run.config`.
     agent = models.CharField(max_length=64, null=True, blank=True)
-    instructions = models.TextField(blank=True, default="")
-    temperature = models.FloatField(null=True, blank=True)
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    output_schema = models.JSONField(null=True, blank=True)
     output_json = models.JSONField(null=True, blank=True)
     input = models.TextField()
-    # An input given as a list of parts (text and images, API.md v1.2) as it was given; `input` then holds its text,
-    # for lists, search and text-only readers. Null for a string input (most runs).
+    # An input given as a list of parts (text and images, docs/api.md#images-on-a-run) as it was given; `input` then
+    # holds its text, for lists, search and text-only readers. Null for a string input (most runs).
     input_parts = models.JSONField(null=True, blank=True)
     # A child run (a sub-agent called as a tool): the run whose call started it, the index of the model step that
     # asked for the call, and the call's id (one child per call: a repeated call finds its child). `depth`: 0 for a
-    # run a client started. `subagents`: the agents this run may call (tools `agent_<name>`).
+    # run a client started.
     parent = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children", db_index=False
     )
     parent_step = models.PositiveIntegerField(null=True, blank=True)
     parent_call_id = models.CharField(max_length=200, blank=True, default="")
     depth = models.PositiveSmallIntegerField(default=0)
-    subagents = models.JSONField(default=list, blank=True)
     # A fork: the run and step whose state this run started from (the id only: a fork outlives its original).
     forked_from_run = models.UUIDField(null=True, blank=True)
     forked_from_step = models.PositiveIntegerField(null=True, blank=True)
@@ -162,35 +127,20 @@ class Run(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # The trace it was created in (W3C traceparent/tracestate; {} with tracing off): a worker's spans continue it.
     trace_context = models.JSONField(default=dict, blank=True)
-    # Safety and cost: the limits, guardrails and fallback models it ran with (its agent's and the request's), and
-    # what its model calls cost in billionths of AGENT_CURRENCY (null while no call had a known price).
-    max_total_tokens = models.PositiveIntegerField(null=True, blank=True)
-    max_tool_calls = models.PositiveIntegerField(null=True, blank=True)
-    tool_limits = models.JSONField(default=dict, blank=True)
-    guardrails = models.JSONField(default=list, blank=True)
-    fallback_models = models.JSONField(default=list, blank=True)
+    # What its model calls cost in billionths of AGENT_CURRENCY (null while no call had a known price).
     cost_nanos = models.BigIntegerField(null=True, blank=True)
     mode = models.CharField(max_length=16, choices=RunMode.choices, default=RunMode.SYNC)
-    protocol = models.CharField(max_length=8, choices=RunProtocol.choices, default=RunProtocol.TOOLS)
-    provider = models.CharField(max_length=32)
-    model = models.CharField(max_length=200)
-    max_turns = models.PositiveSmallIntegerField(default=8)
-    timeout_s = models.FloatField(default=60.0)
-    tools = models.JSONField(default=list)
-    sensitive_tools = models.JSONField(default=list)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING)
     stop_reason = models.CharField(max_length=16, choices=StopReason.choices, null=True, blank=True)
     output = models.TextField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
     turns = models.PositiveIntegerField(default=0)
-    max_reflections = models.PositiveSmallIntegerField(default=0)
     reflections = models.PositiveSmallIntegerField(default=0)
     attempt_start_turn = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     deadline = models.DateTimeField()
-    # Approvals: how long a paused call may wait for a human (seconds), and when the calls now pending expire.
-    approval_ttl_s = models.PositiveIntegerField(default=86400)
+    # Approvals: when the calls now pending expire (`approval_ttl_s` after they paused).
     approval_expires_at = models.DateTimeField(null=True, blank=True)
     # The lease: which worker may advance the run, and until when (a killed worker's lease expires).
     lease_owner = models.CharField(max_length=64, blank=True, default="")
@@ -254,7 +204,7 @@ class Step(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     index = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=StepKind.choices)
-    data = models.JSONField(default=dict)  # the kind's fields, as in API.md
+    data = models.JSONField(default=dict)  # the kind's fields, as docs/api.md#the-step-object says
     latency_ms = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -312,13 +262,22 @@ class EvalRun(models.Model):
     cases_file = models.CharField(max_length=300)
     only = models.CharField(max_length=200, blank=True, default="")
     agent = models.CharField(max_length=64, blank=True, default="", help_text="the agent every case started from")
+    cases_sha256 = models.CharField(max_length=64, blank=True, default="", help_text="the cases' content, hashed")
+    repeat = models.PositiveSmallIntegerField(default=1, help_text="attempts of each case and protocol")
+    baseline = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="compared against"
+    )
     total = models.PositiveIntegerField(default=0)
     passed = models.PositiveIntegerField(default=0)
     pass_rate = models.FloatField(default=0.0)
+    score = models.FloatField(default=0.0, help_text="the mean of the results' scores (0-1)")
     mean_turns = models.FloatField(default=0.0)
     p50_latency_ms = models.FloatField(default=0.0)
     p95_latency_ms = models.FloatField(default=0.0)
     tokens = models.PositiveIntegerField(default=0)
+    cost_nanos = models.BigIntegerField(default=0, help_text="the cases' runs and judges, in billionths")
+    # The gates it was held to and how it fared (agents.evals.gates.Verdict.as_dict); null when none was asked.
+    gate = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -335,22 +294,79 @@ class EvalResult(models.Model):
     passed = models.BooleanField(default=False)
     reason = models.TextField(blank=True, default="", help_text="why the case did not pass")
     output = models.TextField(null=True, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="1 to the eval run's repeat")
+    score = models.FloatField(default=0.0, help_text="the checks' weighted score (0-1)")
+    checks = models.JSONField(default=list, blank=True, help_text="each check's type, passed, score and reason")
     turns = models.PositiveIntegerField(default=0)
     latency_ms = models.FloatField(default=0.0)
     tokens = models.PositiveIntegerField(default=0)
+    cost_nanos = models.BigIntegerField(default=0, help_text="the case's runs and its judges, in billionths")
 
     class Meta:
-        ordering = ["eval_run", "case_id", "protocol"]
+        ordering = ["eval_run", "case_id", "protocol", "attempt"]
         constraints = [
-            models.UniqueConstraint(fields=["eval_run", "case_id", "protocol"], name="evalresult_case_unique")
+            models.UniqueConstraint(
+                fields=["eval_run", "case_id", "protocol", "attempt"], name="evalresult_case_attempt_unique"
+            )
         ]
 
     def __str__(self) -> str:
-        return f"{self.case_id} [{self.protocol}] {'pass' if self.passed else 'fail'}"
+        return f"{self.case_id} [{self.protocol}] #{self.attempt} {'pass' if self.passed else 'fail'}"
+
+
+class ScoreSource(models.TextChoices):
+    ONLINE = "online"  # an agent's evaluator
+    HUMAN = "human"  # feedback: the run's owner or a reviewer
+
+
+class RunScore(models.Model):
+    """A score on a run (docs/evals.md#scores-on-production-runs): an agent's online evaluator or a person's
+    feedback."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scores")
+    name = models.CharField(max_length=64)
+    score = models.FloatField()
+    passed = models.BooleanField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    source = models.CharField(max_length=8, choices=ScoreSource.choices)
+    comment = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "created_at"]
+        indexes = [
+            models.Index(fields=["run", "created_at"], name="runscore_run_idx"),
+            models.Index(fields=["score", "created_at"], name="runscore_low_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.score:.2f} ({self.source})"
+
+
+class LabelledCase(models.Model):
+    """A run a reviewer labelled in the admin's review queue: an eval case (agents.evals.export's format, its tool
+    outputs as fixtures, the reviewer's expected answer as its check), exported by `export_cases --labelled`."""
+
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    case_id = models.CharField(max_length=100, unique=True)
+    case = models.JSONField(help_text="the case, as a cases file holds it")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.case_id
 
 
 class WebhookEvent(models.TextChoices):
-    """Event names on the wire (API.md v1.1, "Webhooks"): API, never renamed."""
+    """Event names on the wire (docs/api.md#webhooks): API, never renamed."""
 
     RUN_DONE = "run.done"
     RUN_AWAITING_APPROVAL = "run.awaiting_approval"
@@ -471,7 +487,7 @@ class TokenQuota(models.Model):
 
 class ModelPrice(models.Model):
     """A model's price in AGENT_CURRENCY per million tokens, over the repository's table and AGENT_PRICES
-    (agents/limits/prices.py)."""
+    (agents/usage/prices.py)."""
 
     provider = models.CharField(max_length=32)
     model = models.CharField(max_length=200)
@@ -495,7 +511,7 @@ class ModelPrice(models.Model):
 
 
 class QuotaReservation(models.Model):
-    """A model call in flight under a quota (agents.limits.quotas.Admission); it expires with the call's timeout, or
+    """A model call in flight under a quota (agents.usage.quotas.Admission); it expires with the call's timeout, or
     goes as soon as another worker takes its run (the worker that made it died mid-call)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

@@ -8,7 +8,13 @@ store a task by its path (`agents.tasks.advance_in_background`, …): these name
 
 from __future__ import annotations
 
+import logging
+
 from django.tasks import task
+
+from agents import periodic
+
+log = logging.getLogger(__name__)
 
 
 @task
@@ -46,3 +52,23 @@ def run_eval(eval_run_id: int, concurrency: int = 1) -> str:
     from agents.evals import runner
 
     return runner.run_queued(eval_run_id=eval_run_id, concurrency=concurrency)
+
+
+@task
+def run_periodic(name: str) -> str:
+    """One run of a registered sweep (agents/periodic.py): what `celery -A reactsite beat` sends on each interval.
+    A name no module registers (a beat older or newer than this worker) is skipped, with a warning."""
+    sweep = periodic.get(name)
+    if sweep is None:
+        log.warning("no sweep named %r here; skipped", name)
+        return "skipped"
+    periodic.run(sweep)
+    return "done"
+
+
+@task
+def score_run(run_id: str, evaluators: list[str]) -> str:
+    """An agent's online evaluators score one of its finished runs (agents/runs/scoring.py queues it)."""
+    from agents.evals.online import score_run as score
+
+    return score(run_id=run_id, evaluators=evaluators)

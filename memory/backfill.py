@@ -33,32 +33,42 @@ def embed_missing(
     done, after = 0, 0
     where = _missing(conn, rebuild)
     while True:
-        with conn.cursor() as cursor:
-            cursor.execute(
-                f"SELECT f.id, f.owner_id, f.text, f.embedding FROM memory_fact f WHERE f.id > %s AND {where} "
-                "ORDER BY f.id LIMIT %s",
-                [after, batch],
-            )
-            rows = cursor.fetchall()
+        rows = _next_batch(conn, where, after, batch)
         if not rows:
             return done
-        # computed again: with `rebuild`, without a stored vector, or with one of another model's dimension
-        fresh = [row for row in rows if rebuild or row[3] is None or len(row[3]) != embeddings.DIM * 4]
-        computed = dict(zip((r[0] for r in fresh), embeddings.embed([r[2] for r in fresh]), strict=True))
-        with transaction.atomic(using=conn.alias), conn.cursor() as cursor:
-            for fact_id, owner_id, _, stored in rows:
-                vector = computed.get(fact_id)
-                if vector is None:
-                    vector = embeddings.from_bytes(stored)
-                else:
-                    cursor.execute(
-                        "UPDATE memory_fact SET embedding = %s WHERE id = %s", [embeddings.to_bytes(vector), fact_id]
-                    )
-                vectors.store(fact_id, owner_id, vector, conn=conn, index=index)
+        _index_batch(conn, index, rows, rebuild)
         done += len(rows)
         after = rows[-1][0]
         if progress is not None:
             progress(len(rows))
+
+
+def _next_batch(conn, where: str, after: int, batch: int) -> list[tuple]:
+    """Up to `batch` facts the index lacks after fact `after`, in id order: (id, owner id, text, stored embedding)."""
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"SELECT f.id, f.owner_id, f.text, f.embedding FROM memory_fact f WHERE f.id > %s AND {where} "
+            "ORDER BY f.id LIMIT %s",
+            [after, batch],
+        )
+        return cursor.fetchall()
+
+
+def _index_batch(conn, index: str, rows: list[tuple], rebuild: bool) -> None:
+    """Index a batch of facts in one transaction, embedding (and storing the embedding of) those that need it."""
+    # computed again: with `rebuild`, without a stored vector, or with one of another model's dimension
+    fresh = [row for row in rows if rebuild or row[3] is None or len(row[3]) != embeddings.DIM * 4]
+    computed = dict(zip((r[0] for r in fresh), embeddings.embed([r[2] for r in fresh]), strict=True))
+    with transaction.atomic(using=conn.alias), conn.cursor() as cursor:
+        for fact_id, owner_id, _, stored in rows:
+            vector = computed.get(fact_id)
+            if vector is None:
+                vector = embeddings.from_bytes(stored)
+            else:
+                cursor.execute(
+                    "UPDATE memory_fact SET embedding = %s WHERE id = %s", [embeddings.to_bytes(vector), fact_id]
+                )
+            vectors.store(fact_id, owner_id, vector, conn=conn, index=index)
 
 
 def _missing(conn, rebuild: bool) -> str:

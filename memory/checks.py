@@ -25,14 +25,7 @@ def check_vector_index(app_configs=None, databases=None, **kwargs):
     except Exception:  # noqa: BLE001 - no tables yet (before the first migrate): nothing to check
         return []
     if built_for is not None and built_for != embeddings.DIM:
-        return [
-            checks.Error(
-                f"The memory vector index holds {built_for}-dimension vectors; the embedding model "
-                f"({embeddings.MODEL_ID}) makes {embeddings.DIM}: recall by meaning is off until it is rebuilt.",
-                hint="Run `manage.py embed_facts --rebuild`.",
-                id="memory.E002",
-            )
-        ]
+        return [_wrong_dimension(built_for)]
     if not vectors.available(conn):
         return [
             checks.Warning(
@@ -42,3 +35,13 @@ def check_vector_index(app_configs=None, databases=None, **kwargs):
             )
         ]
     return []
+
+
+def _wrong_dimension(built_for: int) -> checks.Error:
+    """E002: the index holds vectors of another dimension than the embedding model makes."""
+    return checks.Error(
+        f"The memory vector index holds {built_for}-dimension vectors; the embedding model "
+        f"({embeddings.MODEL_ID}) makes {embeddings.DIM}: recall by meaning is off until it is rebuilt.",
+        hint="Run `manage.py embed_facts --rebuild`.",
+        id="memory.E002",
+    )

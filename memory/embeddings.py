@@ -2,9 +2,9 @@
 and tokenizer ship inside the `wordllama` wheel. Nothing is downloaded, ever: the files are opened from the installed
 package (WordLlama.load() would look for the tokenizer in the wrong folder of its own wheel and then try the hub).
 
-A text's vector is the average of its tokens' embeddings, L2-normalised: cosine similarity is a dot product. About
-0.15 ms per short text on one core; loading takes ~0.7 s and ~20 MB, once per process, on first use or at warm-up
-(gunicorn's post_worker_init, the worker's start). docs/memory.md has the comparison that chose it.
+A text's vector is the average of its tokens' embeddings, L2-normalised: cosine similarity is a dot product. A short
+text takes a fraction of a millisecond; loading happens once per process, on first use or at warm-up (gunicorn's
+post_worker_init, the worker's start). docs/memory.md has the comparison that chose it.
 """
 
 from __future__ import annotations

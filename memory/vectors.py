@@ -5,8 +5,8 @@ database. The index is the database's own:
 
 - SQLite: a sqlite-vec `vec0` table, `memory_fact_vec`, partitioned by owner (a user's query reads only that user's
   rows), holding each vector's sign bits (`bit[256]`, 32 bytes). A query takes the SHORTLIST nearest by Hamming
-  distance, then ranks those by exact cosine from their stored vectors: a full scan of 100,000 float vectors took
-  ~70 ms, of their bits ~10 ms (docs/memory.md). A trigger deletes a fact's row with the fact.
+  distance, then ranks those by exact cosine from their stored vectors: scanning the bits is several times cheaper than
+  scanning the float vectors (docs/memory.md). A trigger deletes a fact's row with the fact.
 - PostgreSQL with pgvector: a `vector(256)` column, `memory_fact.vec`, and an HNSW index (cosine), queried with
   iterative scans (pgvector 0.8), so that an owner filter still yields `k` rows.
 - PostgreSQL without pgvector: no index; recall is full-text only and the `memory.W001` system check says how to
@@ -29,9 +29,8 @@ from memory import embeddings
 
 log = logging.getLogger(__name__)
 
-# SQLite: candidates by Hamming distance on the sign bits, re-ranked by exact cosine. sqlite-vec's cost grows with k
-# (100,000 facts: 5 ms at k = 10, 12 ms at 50, 55 ms at 200), and a shortlist of 50 loses one query in 220 of the
-# labelled set against exact cosine (docs/memory.md).
+# SQLite: candidates by Hamming distance on the sign bits, re-ranked by exact cosine. sqlite-vec's cost grows with k,
+# and a shortlist of 50 loses almost nothing of the labelled set against exact cosine (docs/memory.md).
 SHORTLIST = 50
 
 SQLITE_TABLE = (

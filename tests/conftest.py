@@ -35,6 +35,47 @@ def pytest_configure(config):
     clear_cache_handlers(setting="CACHES")
 
 
+# The files that take longest, slowest first. xdist hands whole files to its processes in collection order, so these
+# start at once and the short files fill in around them; one of them started last would keep one core busy alone
+# at the end of the run. A file not named here keeps its place after them.
+SLOWEST_FIRST = (
+    "tests/integration/test_kill9.py",
+    "tests/memory/test_pgvector.py",
+    "tests/integration/test_worker.py",
+    "tests/observability/test_metrics.py",
+    "tests/evals/test_bench_command.py",
+    "tests/integration/test_keyed_deploys.py",
+    "tests/tools/test_mcp_green.py",
+    "tests/cli/test_agent_command.py",
+    "tests/cli/test_agent_stream.py",
+    "tests/cli/test_plain_shell.py",
+    "tests/memory/test_pgvector_server.py",
+    "tests/cli/test_agent_threads.py",
+    "tests/cli/test_first_hour.py",
+    "tests/cli/test_readme_tour.py",
+    "tests/integration/test_json_log.py",
+    "tests/api/test_schedules.py",
+    "tests/integration/test_streams_at_once.py",
+    "tests/observability/test_tracing.py",
+    "tests/integration/test_concurrency.py",
+    "tests/cli/test_readme_commands.py",
+    "tests/clients/test_generated_python_client.py",
+    "tests/integration/test_db_outage.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The slowest files first (SLOWEST_FIRST), each file's tests still together and in their order."""
+    rank = {path: n for n, path in enumerate(SLOWEST_FIRST)}
+    root = config.rootpath
+
+    def place(item) -> int:
+        return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+
+    items.sort(key=place)
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """Two suites at once on one machine (two shells, or CI beside a developer) would create, use and drop the same
@@ -77,6 +118,14 @@ def _doorbell_listeners_stop_before_the_test_database_goes(django_db_setup):
 def _demo_writes_at_once(settings):
     """The demo model pauses between the words of a streamed reply for people; tests that want it set it."""
     settings.AGENT_DEMO_WORD_PAUSE_S = 0
+
+
+@pytest.fixture(autouse=True)
+def _evals_in_the_test_transaction(settings):
+    """run_evals runs cases on threads (4 by default on PostgreSQL), each with its own connection, which cannot see a
+    test's open transaction and commits past it. Tests run cases one at a time unless they set a concurrency (and then
+    use a transactional database)."""
+    settings.AGENT_EVAL_CONCURRENCY = 1
 
 
 @pytest.fixture

@@ -12,8 +12,10 @@ from django.conf import settings
 from django.contrib import admin
 
 from agents import providers
+from agents.evals import online
 from agents.models import Agent
-from agents.runs import runtime, submit
+from agents.runconfig.options import AGENT_OPTIONS
+from agents.runs import agent_config, runtime
 
 
 class DeferredChoiceField(forms.ChoiceField):
@@ -81,13 +83,21 @@ class AgentForm(forms.ModelForm):
         help_text='"provider/model" tried in order when its model fails or is rate-limited (docs/fallback-models.md)',
     )
 
+    evaluators = OptionalJSONField(
+        required=False,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 4,
+                "cols": 80,
+                "placeholder": '[{"name": "helpful", "sample": 0.1, "check": {"type": "judge", "rubric": "…"}}]',
+            }
+        ),  # fmt: skip
+        help_text="online evaluators: each scores a sampled fraction of its finished runs (docs/evals.md)",
+    )
+
     class Meta:
         model = Agent
-        fields = [
-            "name", "description", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools",
-            "agents", "max_turns", "timeout_s", "temperature", "max_output_tokens", "output_schema",
-            "max_total_tokens", "max_tool_calls", "tool_limits", "guardrails", "fallback_models",
-        ]  # fmt: skip
+        fields = ["name", "description", *AGENT_OPTIONS, "evaluators"]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -104,14 +114,20 @@ class AgentForm(forms.ModelForm):
         others = list(Agent.objects.exclude(pk=stored.pk).order_by("name").values_list("name", flat=True))
         self.fields["agents"].choices = [(n, n) for n in others]
         self.fields["model"].widget.attrs["placeholder"] = "the provider's default"
+        if not stored.evaluators:  # none: an empty box, not "[]"
+            self.initial["evaluators"] = None
 
     def clean(self):
         data = super().clean()
         if self.errors:
             return data
         candidate = Agent(**{name: data.get(name) for name in self.Meta.fields})
-        for field, messages in submit.agent_problems(candidate).items():
+        for field, messages in agent_config.agent_problems(candidate).items():
             self.add_error(field if field in self.fields else None, messages)
+        for message in online.evaluator_problems(data.get("evaluators")):
+            self.add_error("evaluators", message)
+        if data.get("evaluators") is None:
+            data["evaluators"] = []
         return data
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from agents.limits import keys
+from agents.keys import services as keys
 from agents.models import ApiKey
 
 

@@ -1,5 +1,5 @@
 """The console's model prices (docs/cost.md): staff set a model's price per million tokens here, over the repository's
-table and AGENT_PRICES; runs use it within seconds (agents/limits/prices.py)."""
+table and AGENT_PRICES; runs use it within seconds (agents/usage/prices.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from django.template.defaultfilters import filesizeformat
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from agents import errors
@@ -23,10 +23,10 @@ from agents.admin.base import INPUT_CHARS, ReadOnlyAdmin, thread_label
 from agents.admin.filters import ApprovalExpiredFilter, EvalRunsFilter, MetadataFilter, OwnerFilter
 from agents.engine import parts, prompts
 from agents.evals.actions import make_eval_case
-from agents.limits.prices import cost_text
 from agents.models import Run, RunStatus, Step, StepKind, Thread
 from agents.permissions import can_decide, can_review
 from agents.runs import drive, fork, review, search, selectors
+from agents.usage.prices import cost_text
 
 
 @admin.register(Run)
@@ -69,8 +69,20 @@ class RunAdmin(ReadOnlyAdmin):
         "created_at",
         "duration",
         "thread_link",
+        "scores",
     ]
-    readonly_fields = ["created_at", "duration", "thread_link"]
+    readonly_fields = ["created_at", "duration", "thread_link", "scores"]
+
+    @admin.display(description="scores")
+    def scores(self, run: Run) -> str:
+        """Its online evaluators' scores and people's feedback (docs/evals.md), oldest first."""
+        rows = [
+            (s.name, f"{s.score:.2f}", {True: "pass", False: "fail", None: s.source}[s.passed], s.reason or s.comment)
+            for s in run.scores.all()
+        ]
+        if not rows:
+            return "—"
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{} {} ({}) {}</li>", rows))
 
     @admin.display(description="run", ordering="id")
     def short_id(self, run: Run) -> str:

@@ -1,5 +1,5 @@
 """The console's Schedules page: every user's schedules, when each fires next (in its own time zone) and what its last
-tick did, with a link to the run it started. A form refuses what the API refuses (agents.background.schedules: the
+tick did, with a link to the run it started. A form refuses what the API refuses (agents.schedules.services: the
 cron expression, the time zone, the input, the run options a run would refuse) before anything is saved, and saving
 computes the next time as the API does. Actions enable (the next time counted from now) or disable several at once."""
 
@@ -12,9 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from agents.background import schedules
 from agents.errors import InvalidRequest
 from agents.models import Schedule
+from agents.schedules import services as schedules
 
 RESCHEDULED_BY = {"cron", "timezone", "enabled"}  # an edit of these counts the next time again, from now
 

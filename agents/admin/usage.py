@@ -14,8 +14,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents.admin.base import ReadOnlyAdmin
-from agents.limits import prices, quotas
 from agents.models import DailyUsage, Run, RunStatus, TokenQuota
+from agents.usage import prices, quotas
 
 
 @admin.register(TokenQuota)
@@ -118,7 +118,7 @@ def dashboard_stats() -> dict:
     since = timezone.now() - timedelta(hours=24)
     by_status = dict(Run.objects.filter(created_at__gte=since).values_list("status").annotate(n=Count("id")))
     return {
-        "by_status": [(status.label, by_status.get(status.value, 0)) for status in RunStatus],
+        "by_status": [(status.label, by_status.get(status.value, 0)) for status in RunStatus.__members__.values()],
         "awaiting": Run.objects.filter(status=RunStatus.AWAITING_APPROVAL).count(),
         **usage_stats(),
     }
@@ -173,34 +173,39 @@ def _with_quotas(users: list[dict]) -> None:
 def _usage_chart(days: list[date], totals: list[int]) -> dict:
     """Bar geometry for the template's inline SVG (one bar per day, the busiest day full height), and its text."""
     peak = max(totals)
-    bars = []
-    for i, (day, total) in enumerate(zip(days, totals, strict=True)):
-        height = 0.0 if not peak else max(round(total / peak * BARS_H, 1), 1.0 if total else 0.0)
-        bars.append(
-            {
-                "day": day,
-                "tokens": total,
-                "label": f"{day:%a %Y-%m-%d}: {total:,} tokens",
-                "slot_x": i * SLOT_W,
-                "x": i * SLOT_W + (SLOT_W - BAR_W) / 2,
-                "y": round(BARS_H - height, 1),
-                "height": height,
-            }
-        )
-    busiest = days[totals.index(peak)]
-    summary = f"{sum(totals):,} tokens over {len(days)} days; today {totals[-1]:,}"
-    if peak:
-        summary += f"; the busiest day was {busiest:%Y-%m-%d} with {peak:,}"
     return {
-        "bars": bars,
+        "bars": [_bar(i, day, total, peak) for i, (day, total) in enumerate(zip(days, totals, strict=True))],
         "first": days[0],
         "last": days[-1],
         "peak": peak,
         "total": sum(totals),
-        "summary": summary + ".",
+        "summary": _chart_summary(days, totals, peak),
         "width": SLOT_W * len(days),
         "height": CHART_H,
         "bars_h": BARS_H,
         "bar_w": BAR_W,
         "slot_w": SLOT_W,
     }
+
+
+def _bar(i: int, day: date, total: int, peak: int) -> dict:
+    """The `i`th day's bar, scaled to the busiest day: at least one unit high for a day with any use."""
+    height = 0.0 if not peak else max(round(total / peak * BARS_H, 1), 1.0 if total else 0.0)
+    return {
+        "day": day,
+        "tokens": total,
+        "label": f"{day:%a %Y-%m-%d}: {total:,} tokens",
+        "slot_x": i * SLOT_W,
+        "x": i * SLOT_W + (SLOT_W - BAR_W) / 2,
+        "y": round(BARS_H - height, 1),
+        "height": height,
+    }
+
+
+def _chart_summary(days: list[date], totals: list[int], peak: int) -> str:
+    """The chart's text: the total, today's, and the busiest day's."""
+    busiest = days[totals.index(peak)]
+    summary = f"{sum(totals):,} tokens over {len(days)} days; today {totals[-1]:,}"
+    if peak:
+        summary += f"; the busiest day was {busiest:%Y-%m-%d} with {peak:,}"
+    return summary + "."

@@ -1,7 +1,7 @@
 """`Authorization: Token …` (or `Bearer …`), as DRF's TokenAuthentication, with its look-up as one prepared join.
 
 DRF looks the token up with `Token.objects.select_related("user").get(key=…)`: building that query through the ORM
-costs ~0.2 ms on every API request (a fortieth of a three-turn run's CPU), for a statement that never changes. Here
+costs a visible share of a short run's CPU on every API request, for a statement that never changes. Here
 the statement is built once per process and its row becomes the same `User` and `Token` objects through the ORM's
 own `Model.from_db`. Same answers, same error messages, the same OpenAPI scheme `tokenAuth`. The same
 statement brings the user's daily-quota facts (their override and today's usage), so the quota check of a create or
@@ -9,9 +9,9 @@ an advance costs no query, and whether they have webhooks, so a finished run of 
 learn it.
 
 The key comes as `Authorization: Token <key>` or, as OAuth-style clients send it, `Authorization: Bearer <key>`
-(API.md v1.2): the same key, the same look-up.
+(docs/api.md#conventions): the same key, the same look-up.
 
-The same class takes the API keys users make (`Authorization: Bearer rsk_…`, agents/limits/keys.py; docs/api-keys.md):
+The same class takes the API keys users make (`Authorization: Bearer rsk_…`, agents/keys/services.py; docs/api-keys.md):
 a credential starting `rsk_` is looked up as a key (by its prefix, one indexed query), authenticates as the key's
 owner with the key as `request.auth`, and is held to the scope its route needs (ApiKeyScopes, 403 naming it) right
 here: every request made with a key passes through this class, whatever the view's permission_classes (/mcp and the
@@ -30,10 +30,11 @@ from rest_framework.authentication import TokenAuthentication, get_authorization
 from rest_framework.authtoken.models import Token
 
 from agents.api.permissions import ApiKeyScopes
-from agents.limits import keys, quotas
-from agents.limits.owners import OwnerFacts
+from agents.keys import services as keys
 from agents.models import ApiKey, DailyUsage, TokenQuota, Webhook
 from agents.runs.persist import converted, db_converters
+from agents.usage import quotas
+from agents.usage.owners import OwnerFacts
 
 
 @cache
@@ -49,7 +50,7 @@ def _lookup(db: str) -> tuple[str, list[str], list[str], list]:
     columns = [f"{t}.{q(f.column)}" for f in token_fields] + [f"{u}.{q(f.column)}" for f in user_fields]
     user_fk = q(Token._meta.get_field("user").column)
     user_pk = f"{u}.{q(user_model._meta.pk.column)}"
-    # The user's quota facts ride along (agents.limits.quotas): their override and today's usage, so a request that may
+    # The user's quota facts ride along (agents.usage.quotas): their override and today's usage, so a request that may
     # start a model call checks the daily quota without a query of its own.
     qt, dt = q(TokenQuota._meta.db_table), q(DailyUsage._meta.db_table)
     columns += [f"{qt}.{q('daily_tokens')}", f"{dt}.{q('prompt_tokens')}", f"{dt}.{q('completion_tokens')}"]
@@ -67,6 +68,34 @@ def _lookup(db: str) -> tuple[str, list[str], list[str], list]:
     )
     converters = db_converters(connection, Token, token_fields) + db_converters(connection, user_model, user_fields)
     return sql, [f.attname for f in token_fields], [f.attname for f in user_fields], converters
+
+
+def _find(db: str, key: str) -> tuple | None:
+    """The user and the token of `key` (None when there is none), from one run of the prepared join: the user
+    carries the quota and webhook facts read with it (`owner_facts`)."""
+    connection = connections[db]
+    sql, token_names, user_names, converters = _lookup(db)
+    day = quotas.today()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [connection.ops.adapt_datefield_value(day), key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    override, prompt, completion, cost_override, cost, hooks = row[-6:]
+    row = converted(list(row[:-6]), converters, connection)
+    token = Token.from_db(db, token_names, row[: len(token_names)])
+    user = Token._meta.get_field("user").related_model.from_db(db, user_names, row[len(token_names) :])
+    token.user = user
+    user.owner_facts = OwnerFacts(
+        user.pk,
+        override,
+        bool(hooks),
+        (day, (prompt or 0) + (completion or 0)),
+        cost_read=True,
+        cost_override=cost_override,
+        spent_today=(day, cost or 0),
+    )
+    return user, token
 
 
 def owner_facts(request) -> OwnerFacts | None:
@@ -102,32 +131,10 @@ class FastTokenAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key):
         if keys.is_key(key):
             return self._api_key(key)
-        db = router.db_for_read(Token)
-        connection = connections[db]
-        sql, token_names, user_names, converters = _lookup(db)
-        day = quotas.today()
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [connection.ops.adapt_datefield_value(day), key])
-            row = cursor.fetchone()
-        if row is None:
+        found = _find(router.db_for_read(Token), key)
+        if found is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        facts = row[-6:]
-        row, (override, prompt, completion, cost_override, cost, hooks) = (
-            converted(list(row[:-6]), converters, connection),
-            facts,
-        )
-        token = Token.from_db(db, token_names, row[: len(token_names)])
-        user = Token._meta.get_field("user").related_model.from_db(db, user_names, row[len(token_names) :])
-        token.user = user
-        user.owner_facts = OwnerFacts(
-            user.pk,
-            override,
-            bool(hooks),
-            (day, (prompt or 0) + (completion or 0)),
-            cost_read=True,
-            cost_override=cost_override,
-            spent_today=(day, cost or 0),
-        )
+        user, token = found
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         return user, token
@@ -152,7 +159,7 @@ SCHEME_DESCRIPTION = (
 class FastTokenScheme(TokenScheme):
     """The served document's `tokenAuth`, naming both prefixes (drf-spectacular's names only the class's keyword)."""
 
-    target_class = FastTokenAuthentication
+    target_class = "agents.api.authentication.FastTokenAuthentication"
     priority = 1
 
     def get_security_definition(self, auto_schema):

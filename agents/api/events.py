@@ -31,9 +31,9 @@ MAX_STREAM_S = 600.0
 HOLD_S = 0.5  # at most this long a tool's step waits for its tool.finished (see _Stream._read)
 HOLD_RECHECK_S = 0.02  # a paused run can wait for hours: the client reconnects with Last-Event-ID
 # At most this many streams of a process read at once while they open (the view's reads, then the stream's first
-# read, each a turn of its own); the others wait their turn before reading, holding no connection. 200 streams
-# opened at once each cost ~10 ms of a worker's CPU, which nothing interrupts on SQLite: in turns, a request that
-# comes meanwhile (health's) waits for a few of them, not for all 200.
+# read, each a turn of its own); the others wait their turn before reading, holding no connection. Many streams
+# opened at once each cost a worker's CPU that nothing interrupts on SQLite: in turns, a request that comes
+# meanwhile (health's) waits for a few of them, not for all.
 OPENING_AT_ONCE = 4
 OPENING_WAIT_S = 10.0  # a turn not given by then is taken all the same: a slow set-up delays, never refuses, a stream
 _opening = threading.BoundedSemaphore(OPENING_AT_ONCE)
@@ -114,21 +114,26 @@ def run_events(
     With a doorbell (Redis, or PostgreSQL LISTEN/NOTIFY) the stream sleeps until the run's next commit rings it or a
     live event comes, sending keep-alives meanwhile without reading anything (and re-reading after RECHECK_S all the
     same); on the embedded default it reads every `poll_s` and forwards live events as they come. Between reads it
-    holds no database connection (on PostgreSQL it goes back to the pool): a stream can stay open for minutes.
-    Nor while it starts: the connection of the view's reads goes back before the stream waits for its process's
-    listener and its announcement (up to READY_S each), and comes again for the first read only. 200 streams
-    opened at once each held a pooled connection through that wait, so the pool ran dry and health's check of the
-    database, queued behind them, answered 503 (docs/operations.md, event streams and connections).
-    `sleep`: a test's stand-in for the wait between two polls. `turn`: the Turn of the view's reads (given on here;
-    the first read then waits for a turn of its own).
+    holds no database connection (on PostgreSQL it goes back to the pool): a stream can stay open for minutes,
+    nor while it starts (`_let_go`). `sleep`: a test's stand-in for the wait between two polls. `turn`: the Turn of
+    the view's reads (given on here; the first read then waits for a turn of its own).
     """
-    release_connection()
-    if turn is not None:
-        turn.release()
+    _let_go(turn)
     with telemetry.stream(run_id), doorbell.following(run_id) as watch:
         reacquire_connection()
         stream = _Stream(run_id, after, watch, deltas, in_turn=turn is not None)
         yield from stream.frames(poll_s=poll_s, max_s=max_s, sleep=sleep)
+
+
+def _let_go(turn: Turn | None) -> None:
+    """Before a stream starts: the connection of the view's reads goes back before the stream waits for its
+    process's listener and its announcement (up to READY_S each), and comes again for the first read only; the
+    view's turn is given on. Many streams opened at once, each holding a pooled connection through that wait, would
+    run the pool dry, and health's check of the database, queued behind them, would answer 503 (docs/operations.md,
+    event streams and connections)."""
+    release_connection()
+    if turn is not None:
+        turn.release()
 
 
 LIVE_TEXT = ("assistant.delta", "assistant.retry")
@@ -154,7 +159,37 @@ class _Stream:
     def frames(self, *, poll_s: float, max_s: float, sleep) -> Iterator[str]:
         started = last_beat = time.monotonic()
         wait_s = poll_s if self.watch.polls else RECHECK_S
-        early = [item for item in self.watch.take() if item is not doorbell.RING]  # the first read covers rings
+        yield from self._opening()
+        next_read = time.monotonic() + wait_s
+        while not self.finished:
+            now = time.monotonic()
+            if now - started >= max_s:
+                return
+            if now - last_beat >= KEEPALIVE_S:
+                last_beat = now
+                yield ": keep-alive\n\n"
+            until = min(next_read, last_beat + KEEPALIVE_S, started + max_s)
+            read = self._wait(until, next_read, poll_s, sleep)
+            for item in self.watch.take():
+                if item is doorbell.RING:
+                    read = True
+                    continue
+                live = _Live(*item)
+                if read or self._ahead(live):  # a ring came first, or it is of work past what was read: steps first
+                    held = yield from self._read(also=live.call_id)
+                    read = False
+                    next_read = time.monotonic() + (HOLD_RECHECK_S if held else wait_s)
+                yield from self._live(live)
+                if self.finished:
+                    return
+            if read:
+                held = yield from self._read()
+                next_read = time.monotonic() + (HOLD_RECHECK_S if held else wait_s)
+
+    def _opening(self) -> Iterator[str]:
+        """The first read (in a turn of its own when the stream opened in the view's), then the live events that
+        came before it: the first read covers the rings among them."""
+        early = [item for item in self.watch.take() if item is not doorbell.RING]
         turn = Turn() if self.in_turn else None
         try:
             first = list(self._read())  # read in its turn; sent after it
@@ -164,40 +199,17 @@ class _Stream:
         yield from first
         for item in early:
             yield from self._live(_Live(*item))
-        next_read = time.monotonic() + wait_s
-        while not self.finished:
-            now = time.monotonic()
-            if now - started >= max_s:
-                return
-            if now - last_beat >= KEEPALIVE_S:
-                last_beat = now
-                yield ": keep-alive\n\n"
-            release_connection()
-            if self.watch.polls and sleep is not None:
-                sleep(poll_s)
-                next_read = 0.0  # the poll's wait is over
-            else:
-                until = min(next_read, last_beat + KEEPALIVE_S, started + max_s)
-                self.watch.event.wait(max(0.0, until - time.monotonic()))
+
+    def _wait(self, until: float, next_read: float, poll_s: float, sleep) -> bool:
+        """Wait, holding no connection, for a ring, a live event or `until`: whether it is time to read."""
+        release_connection()
+        if self.watch.polls and sleep is not None:
+            sleep(poll_s)
             reacquire_connection()
-            read = time.monotonic() >= next_read
-            for item in self.watch.take():
-                if item is doorbell.RING:
-                    read = True
-                    continue
-                live = _Live(*item)
-                if not (read or self._ahead(live)):
-                    yield from self._live(live)
-                else:  # a ring came first, or the event is of work past what was read: the steps go out before it
-                    held = yield from self._read(also=live.call_id)
-                    read = False
-                    next_read = time.monotonic() + (HOLD_RECHECK_S if held else wait_s)
-                    yield from self._live(live)
-                if self.finished:
-                    return
-            if read:
-                held = yield from self._read()
-                next_read = time.monotonic() + (HOLD_RECHECK_S if held else wait_s)
+            return True  # the poll's wait is over
+        self.watch.event.wait(max(0.0, until - time.monotonic()))
+        reacquire_connection()
+        return time.monotonic() >= next_read
 
     def _read(self, also: str | None = None) -> Generator[str, None, bool]:
         """Send what was committed since the last read; True when it held a step back.
@@ -212,6 +224,21 @@ class _Stream:
         if run is None:  # deleted while streaming
             self.finished = True
             return False
+        held = yield from self._steps(run, also)
+        if held:
+            return True
+        if run.subagents:  # a run that can call sub-agents: their child runs' steps and status changes go out too
+            yield from self._children()
+        if run.status != self.status:
+            self.status = run.status
+            yield frame("run", representation.run_json(run))
+        if run.status == RunStatus.DONE:
+            yield frame("done", representation.run_json(run))
+            self.finished = True
+        return False
+
+    def _steps(self, run: Run, also: str | None) -> Generator[str, None, bool]:
+        """The run's steps committed since the last read, up to one held back (then True)."""
         # Each step comes with the run's turns as of the same snapshot: text of a reply that snapshot has committed,
         # arriving late, is left out (the step says it all) — unless a step is held back, whose text still counts.
         steps = Step.objects.filter(run_id=self.run_id, index__gt=self.after).annotate(run_turns=F("run__turns"))
@@ -228,14 +255,6 @@ class _Stream:
             yield frame("step", data, step.index)
             self.after = step.index
         self.turns = max(self.turns, committed)
-        if run.subagents:  # a run that can call sub-agents: their child runs' steps and status changes go out too
-            yield from self._children()
-        if run.status != self.status:
-            self.status = run.status
-            yield frame("run", representation.run_json(run))
-        if run.status == RunStatus.DONE:
-            yield frame("done", representation.run_json(run))
-            self.finished = True
         return False
 
     def _children(self) -> Iterator[str]:

@@ -19,7 +19,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from agents import errors
-from agents.limits import quotas
+from agents.usage import quotas
 from reactsite.serving import cache
 
 _STATUS = {

@@ -1,4 +1,4 @@
-"""A run's `input` as a list of parts (API.md v1.2, "Images on a run"): each part checked before anything is stored.
+"""A run's `input` as a list of parts (docs/api.md#images-on-a-run): each part checked before anything is stored.
 
 Parts: `{"type": "text", "text"}`, `{"type": "image", "url"}` (https, to a public address: the webhooks' SSRF guard)
 and `{"type": "image", "data", "media_type"}` (base64 PNG, JPEG, GIF or WebP whose bytes are what `media_type` says).
@@ -125,10 +125,7 @@ def _data_problem(part: dict[str, Any]) -> str | None:
     if "data" not in part:
         return "an image needs a url, or data with media_type."
     if media_type not in MEDIA_TYPES:
-        if media_type is None:
-            return f"data needs a media_type: one of {', '.join(MEDIA_TYPES)}."
-        shown = repr(media_type) if isinstance(media_type, str) else json_type(media_type)
-        return f"media_type {shown} is not supported: it must be one of {', '.join(MEDIA_TYPES)}."
+        return _unsupported(media_type)
     if not isinstance(data, str) or not data:
         return f"data must be a base64 string, got {json_type(data) if data != '' else 'an empty string'}."
     limit = settings.AGENT_MAX_IMAGE_BYTES
@@ -137,14 +134,7 @@ def _data_problem(part: dict[str, Any]) -> str | None:
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        hint = (
-            " (send the base64 text alone, without a data: URL prefix)"
-            if data.startswith("data:")
-            else " (without spaces or line breaks)"
-            if any(c.isspace() for c in data)
-            else ""
-        )
-        return f"data is not valid base64{hint}."
+        return f"data is not valid base64{_base64_hint(data)}."
     if len(raw) > limit:
         return f"the image is {_size(len(raw))} once decoded; at most {_size(limit)}."
     actual = sniffed(raw)
@@ -152,6 +142,23 @@ def _data_problem(part: dict[str, Any]) -> str | None:
         seen = f"they are {actual}" if actual else "they are not a PNG, JPEG, GIF or WebP image"
         return f"media_type says {media_type}, but the bytes do not match: {seen}."
     return None
+
+
+def _unsupported(media_type: object) -> str:
+    """Why a media_type that is not one of MEDIA_TYPES (or none at all) is refused."""
+    if media_type is None:
+        return f"data needs a media_type: one of {', '.join(MEDIA_TYPES)}."
+    shown = repr(media_type) if isinstance(media_type, str) else json_type(media_type)
+    return f"media_type {shown} is not supported: it must be one of {', '.join(MEDIA_TYPES)}."
+
+
+def _base64_hint(data: str) -> str:
+    """What most likely made `data` fail to decode, when it can be told."""
+    if data.startswith("data:"):
+        return " (send the base64 text alone, without a data: URL prefix)"
+    if any(c.isspace() for c in data):
+        return " (without spaces or line breaks)"
+    return ""
 
 
 def _size(n: int) -> str:

@@ -3,7 +3,8 @@
 Each `Agent` is a tool of its name that takes `{"input": "…"}`. A call is a sync run of the authenticated user,
 submitted through the service layer as `POST /api/v1/runs` submits one: stored, in the API and the console like any
 run, counted in the rate limit and the daily quota. Its answer is the final answer and the run's id; a run paused for
-a human approval says what waits and how to decide it.
+a human approval says what waits and how to decide it. The tools and those answers are made in
+agents/api/mcp_tools.py; this module is the endpoint: the transport, the JSON-RPC framing and the methods.
 
 The transport is MCP's streamable HTTP in its stateless form with JSON responses: a POST carries one JSON-RPC message;
 a request is answered by one `application/json` object, a notification or a response by `202`; no `Mcp-Session-Id`
@@ -35,8 +36,6 @@ from django.conf import settings
 from django.db.utils import InterfaceError, OperationalError
 from django.http import HttpResponse
 from django.http.request import split_domain_port, validate_host
-from django.urls import NoReverseMatch, reverse
-from django.utils.text import Truncator
 from rest_framework import exceptions
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import IsAuthenticated
@@ -44,13 +43,12 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from agents.api.authentication import FastTokenAuthentication, owner_facts
+from agents.api.mcp_tools import agent_tool, detail_text, failed, input_problem, run_result
 from agents.api.throttling import AgentRateThrottle
 from agents.errors import ServiceError
-from agents.limits.quotas import QuotaExceeded
-from agents.models import Agent, RunMode, RunStatus, StopReason
-from agents.permissions import can_decide
-from agents.runs import selectors
+from agents.models import Agent, RunMode
 from agents.runs.submit import RunOptions, submit_run
+from agents.usage.quotas import QuotaExceeded
 
 if TYPE_CHECKING:
     from mcp import types
@@ -63,32 +61,7 @@ INSTRUCTIONS = (
     "your user and answers with its final answer and the run's id. A run that needs a human's approval for a tool "
     "call pauses instead; the answer then says which call waits and how to decide it."
 )
-DESCRIPTION_CHARS = 300
 KNOWN_SHOWN = 50  # agents named in an unknown tool's error
-ARGUMENTS_SHOWN = 500  # characters of a waiting call's arguments in the text of a paused run's answer
-INPUT_SCHEMA_DESCRIPTION = "The task for the agent, complete: it sees nothing else of this conversation."
-OUTPUT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "run_id": {"type": "string", "description": "The run's id: GET /api/v1/runs/{id} has it with its steps."},
-        "status": {
-            "type": "string",
-            "description": "done; awaiting_approval; queued or running once handed to a worker",
-        },
-        "stop_reason": {"type": ["string", "null"], "description": "Why it ended (docs/api.md, stop reasons)."},
-        "output": {"type": ["string", "null"], "description": "The final answer; null without one."},
-        "output_json": {"description": "With the agent's output schema: the final answer, parsed."},
-        "error": {"type": ["string", "null"], "description": "Why a run that failed failed, when it says."},
-        "turns": {"type": "integer"},
-        "url": {"type": "string", "description": "The run in the API."},
-        "pending_actions": {
-            "type": "array",
-            "description": "The tool calls waiting for a decision (call_id, tool, arguments, expires_at).",
-            "items": {"type": "object"},
-        },
-    },
-    "required": ["run_id", "status", "stop_reason", "output", "url"],
-}
 
 
 class _JsonOnly(BaseContentNegotiation):
@@ -212,7 +185,7 @@ class McpView(APIView):
         """Every agent, by name: the whole list in one page."""
         from mcp import types
 
-        return types.ListToolsResult(tools=[_tool(agent) for agent in Agent.objects.order_by("name")])
+        return types.ListToolsResult(tools=[agent_tool(agent) for agent in Agent.objects.order_by("name")])
 
     def rpc_tools_call(self, request, parsed: types.CallToolRequest, version: str) -> types.CallToolResult:
         """A sync run of the named agent for the caller: its answer, its pause, or why it could not run."""
@@ -225,22 +198,22 @@ class McpView(APIView):
             raise RpcError(
                 types.INVALID_PARAMS, f"Unknown tool {name!r}: no agent of that name. Known: {listed}.", known
             )
-        problem = _input_problem(arguments)
+        problem = input_problem(arguments)
         if problem:
-            return _failed(problem)
+            return failed(problem)
         throttle = AgentRateThrottle()  # one budget for every route that can start a model call
         if not throttle.allow_request(request, self):
-            return _failed(
+            return failed(
                 f"Too many runs: the rate limit is {settings.AGENT_RATE_LIMIT}; try again in {throttle.wait()} s."
             )
         options = RunOptions(input=arguments["input"], agent=name, mode=RunMode.SYNC)
         try:
             run = submit_run(owner=request.user, options=options, facts=owner_facts(request))
         except QuotaExceeded as exc:
-            return _failed(str(exc))
+            return failed(str(exc))
         except ServiceError as exc:  # InvalidRequest (the agent's configuration), ThreadBusy, …: what the API says
-            return _failed(_detail_text(exc.detail))
-        return _run_result(request, run)
+            return failed(detail_text(exc.detail))
+        return run_result(request, run)
 
 
 HANDLERS = {
@@ -257,151 +230,6 @@ class RpcError(Exception):
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code, self.message, self.data = code, message, data
-
-
-# --- tools and results ----------------------------------------------------------------------------------------------
-
-
-def _tool(agent: Agent) -> types.Tool:
-    from mcp import types
-
-    schema = {
-        "type": "object",
-        "properties": {
-            "input": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": settings.AGENT_MAX_INPUT_CHARS,
-                "description": INPUT_SCHEMA_DESCRIPTION,
-            }
-        },
-        "required": ["input"],
-        "additionalProperties": False,
-    }
-    return types.Tool(
-        name=agent.name, description=_description(agent), input_schema=schema, output_schema=OUTPUT_SCHEMA
-    )
-
-
-def _description(agent: Agent) -> str:
-    """What the agent is good for, where it says (a `description`); else the first line of its instructions; else
-    what any agent does."""
-    said = (getattr(agent, "description", "") or "").strip()
-    if said:
-        return Truncator(said).chars(DESCRIPTION_CHARS)
-    first = next((line.strip() for line in (agent.instructions or "").splitlines() if line.strip()), "")
-    if first:
-        return Truncator(f"Agent {agent.name!r}: {first}").chars(DESCRIPTION_CHARS)
-    return (
-        f"Agent {agent.name!r}: works on the task given as `input` with its tools, step by step, and answers with its "
-        "final answer."
-    )
-
-
-def _input_problem(arguments: dict[str, Any]) -> str | None:
-    """Why the arguments are not `{"input": "<a task>"}` as the tool's input schema says, or None (a tool error the
-    calling model can correct, not a protocol error)."""
-    extra = sorted(k for k in arguments if k != "input")
-    if extra:
-        return f"Unknown argument(s): {', '.join(extra)}. The only argument is `input`, the task as a string."
-    value = arguments.get("input")
-    if not isinstance(value, str) or not value.strip():
-        return "The argument `input` is required: the task for the agent, as a non-empty string."
-    if "\x00" in value:
-        return "The argument `input` may not contain a NUL character."
-    if len(value) > settings.AGENT_MAX_INPUT_CHARS:
-        return f"The argument `input` is longer than {settings.AGENT_MAX_INPUT_CHARS} characters."
-    return None
-
-
-def _run_result(request, run) -> types.CallToolResult:
-    """A run as the call's result: its answer, why it has none (an error), or what it waits for."""
-    url = request.build_absolute_uri(f"/api/v1/runs/{run.pk}")
-    facts: dict[str, Any] = {
-        "run_id": str(run.pk),
-        "status": run.status,
-        "stop_reason": run.stop_reason,
-        "output": run.output,
-        "error": run.error,
-        "turns": run.turns,
-        "url": url,
-    }
-    if run.status == RunStatus.DONE and run.stop_reason == StopReason.FINAL_ANSWER:
-        if run.output_json is not None:
-            facts["output_json"] = run.output_json
-        line = f"Run {run.pk}: final answer after {run.turns} turn(s); GET {url} has its steps."
-        return _result([run.output or "", line], facts)
-    if run.status == RunStatus.DONE:
-        why = f"The agent stopped without an answer: {run.stop_reason}" + (f" ({run.error})" if run.error else "")
-        return _result([f"{why}.", f"Run {run.pk}; GET {url} has its steps."], facts, is_error=True)
-    if run.status == RunStatus.AWAITING_APPROVAL:
-        pending = [
-            {**action, "expires_at": action["expires_at"].isoformat() if action["expires_at"] else None}
-            for action in selectors.pending_actions(run)
-        ]
-        facts["pending_actions"] = pending
-        return _result([_paused_text(request, run, url, pending)], facts)
-    # Queued or running: handed to a worker (this process is stopping); the run goes on in the background.
-    return _result(
-        [f"Run {run.pk} goes on in the background ({run.status}); GET {url} has its answer once it is done."], facts
-    )
-
-
-def _paused_text(request, run, url: str, pending: list[dict]) -> str:
-    calls = (
-        "\n".join(
-            f"- {a['tool']} with {Truncator(json.dumps(a['arguments'], ensure_ascii=False)).chars(ARGUMENTS_SHOWN)} "
-            f"(call {a['call_id']}" + (f", expires {a['expires_at']})" if a["expires_at"] else ")")
-            for a in pending
-        )
-        or f"- GET {url} shows the call that waits."
-    )
-    who = (
-        "You may decide it yourself."
-        if can_decide(request.user, run)
-        else "A reviewer decides it (a user with the permission agents.review_run)."
-    )
-    lines = [
-        f"Run {run.pk} is paused: it waits for a human to approve a tool call before it goes on.",
-        calls,
-        f'{who} To approve: POST {url}/advance with {{"approval": true}} (to deny: {{"approval": false}}).',
-    ]
-    console = _console_url(request, run)
-    if console:
-        lines.append(f"Or decide it in the console: {console}")
-    lines.append(f"The run then goes on; GET {url} has its answer once it is done.")
-    return "\n".join(line for line in lines if line)
-
-
-def _console_url(request, run) -> str | None:
-    try:
-        return request.build_absolute_uri(reverse("admin:agents_run_change", args=[run.pk]))
-    except NoReverseMatch:
-        return None
-
-
-def _result(texts: list[str], facts: dict[str, Any] | None = None, *, is_error: bool = False) -> types.CallToolResult:
-    from mcp import types
-
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text) for text in texts],
-        structured_content=facts,
-        is_error=is_error,
-    )
-
-
-def _failed(message: str) -> types.CallToolResult:
-    """A call that started no run: an error result the calling model reads."""
-    return _result([message], is_error=True)
-
-
-def _detail_text(detail: Any) -> str:
-    """A service error's detail (a string, a list, or messages by field) as one line."""
-    if isinstance(detail, dict):
-        return "; ".join(f"{field}: {_detail_text(value)}" for field, value in detail.items())
-    if isinstance(detail, list | tuple):
-        return " ".join(_detail_text(value) for value in detail)
-    return str(detail)
 
 
 # --- the transport --------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from agents.limits import keys
+from agents.keys import services as keys
 from agents.models import ApiKey, ApiKeyScope
 from agents.permissions import can_review
 
@@ -16,10 +16,10 @@ class IsReviewer(BasePermission):
         return can_review(request.user) or bool(request.user and request.user.has_perm("agents.review_run"))
 
 
-READ = ApiKeyScope.RUNS_READ.value
-WRITE = ApiKeyScope.RUNS_WRITE.value
-APPROVALS = ApiKeyScope.APPROVALS.value
-MEMORY = ApiKeyScope.MEMORY.value
+READ = str(ApiKeyScope.RUNS_READ)
+WRITE = str(ApiKeyScope.RUNS_WRITE)
+APPROVALS = str(ApiKeyScope.APPROVALS)
+MEMORY = str(ApiKeyScope.MEMORY)
 NO_KEY = "no key"  # the route is managed with the user's token or a session, never with an API key
 OPEN = "open"  # the route is open to anyone: a key there needs no scope
 DECISION = "decision"  # runs:write, or approvals when the body carries a decision
@@ -36,6 +36,7 @@ ROUTE_SCOPES: dict[str, tuple[str, str]] = {
     "run-advance": (WRITE, DECISION),
     "run-cancel": (WRITE, WRITE),
     "run-fork": (WRITE, WRITE),
+    "run-feedback": (WRITE, WRITE),
     "seed-run": (WRITE, WRITE),
     "thread-list": (READ, WRITE),
     "thread-detail": (READ, WRITE),

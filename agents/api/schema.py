@@ -1,5 +1,5 @@
 """What drf-spectacular cannot see by itself: the limits our fields enforce, each tool's arguments, the event
-stream's shape and the error statuses every route answers. The schema must tell the truth (issue 10, point 10)."""
+stream's shape and the error statuses every route answers. The schema must tell the truth."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ NO_NUL = "^[^\\u0000]*$"
 NO_NUL_NON_EMPTY = "^[^\\u0000]+$"
 # Not blank (some character that is not whitespace) and no NUL anywhere: what StrictCharField accepts.
 NON_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
-# Free-form JSON is said to be free-form, never spelled out as a recursive schema: client generators cannot follow one
-# (issue 34). What the server checks inside it (no NUL at any depth) is validation, said in words.
+# Free-form JSON is said to be free-form, never spelled out as a recursive schema: client generators cannot follow one.
+# What the server checks inside it (no NUL at any depth) is validation, said in words.
 FREE_FORM_OBJECT = {"type": "object", "additionalProperties": {}}
 NUL_FREE = "No NUL character in any key or string inside it, at any depth (else 400)."
 
@@ -47,7 +47,7 @@ def _known_only(serializer) -> bool:
 class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
     """A StrictCharField's pattern: no NUL (PostgreSQL refuses it), and not only whitespace unless blank is allowed."""
 
-    target_class = "agents.api.serializers.StrictCharField"
+    target_class = "agents.api.fields.StrictCharField"
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema, direction) -> dict:
@@ -58,7 +58,7 @@ class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
         return {**schema, "minLength": 1, "pattern": NON_BLANK}  # min_length validators may raise it further
 
 
-# A run's input as a list of parts (API.md v1.2, "Images on a run"; agents/api/inputs.py). What JSON Schema cannot
+# A run's input as a list of parts (docs/api.md#images-on-a-run; agents/api/inputs.py). What JSON Schema cannot
 # say is in words: at most AGENT_MAX_IMAGES images, AGENT_MAX_INPUT_CHARS characters of text in all, base64 bytes of
 # the type media_type names, at most AGENT_MAX_IMAGE_BYTES each, and URLs whose host resolves to public addresses.
 URL_PATTERN = f"^[Hh][Tt][Tt][Pp][Ss]://[^\\u0000{WHITESPACE}]*$"
@@ -115,7 +115,7 @@ def parts_schema(auto_schema) -> dict:
 class RunInputFieldExtension(OpenApiSerializerFieldExtension):
     """A run's input: a string, or (while AGENT_MAX_IMAGES > 0) a list of parts."""
 
-    target_class = "agents.api.serializers.RunInputField"
+    target_class = "agents.api.fields.RunInputField"
     priority = 1  # before StrictCharFieldExtension, which matches it too (a subclass)
 
     def map_serializer_field(self, auto_schema, direction) -> dict:
@@ -129,7 +129,7 @@ class RunInputFieldExtension(OpenApiSerializerFieldExtension):
 class NulFreeDictFieldExtension(OpenApiSerializerFieldExtension):
     """A free-form JSON object whose keys and strings hold no NUL at any depth (the field checks, the schema says)."""
 
-    target_class = "agents.api.serializers.NulFreeDictField"
+    target_class = "agents.api.fields.NulFreeDictField"
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema, direction) -> dict:
@@ -137,7 +137,7 @@ class NulFreeDictFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class RunSerializerExtension(OpenApiSerializerExtension):
-    """The run object as API.md fixes it: `max_reflections` only when > 0, tool lists of names."""
+    """The run object as docs/api.md#the-run-object fixes it: `max_reflections` only when > 0, tool lists of names."""
 
     target_class = "agents.api.serializers.RunSerializer"
     match_subclasses = True
@@ -202,7 +202,7 @@ def fallback_model_pattern() -> str:
 class FallbackModelsFieldExtension(OpenApiSerializerFieldExtension):
     """Fallback models as this server is configured right now: each a usable "provider/model", none twice."""
 
-    target_class = "agents.api.serializers.FallbackModelsField"
+    target_class = "agents.api.fields.FallbackModelsField"
 
     def map_serializer_field(self, auto_schema, direction) -> dict:
         schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
@@ -381,6 +381,8 @@ def _document_tools(paths: dict, template: str, operation: dict) -> None:
             )
     for tool_name in names:
         tool = registry.get(tool_name)
+        if tool is None:  # gone since the names were read
+            continue
         sensitive = runtime.is_sensitive(tool, floor)
         paths[template.replace("{name}", tool_name)] = {"post": _tool_operation(operation, tool, sensitive)}
 

@@ -1,9 +1,10 @@
 """The step object in the served document: a union of one schema per kind, told apart by `kind` (a discriminator),
-every field typed, as agents/runs/representation.py writes it (issue 34: typed clients see typed steps)."""
+every field typed, as agents/runs/representation.py writes it (typed clients see typed steps)."""
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.plumbing import ResolvedComponent
@@ -44,7 +45,7 @@ TOOL_CALL = {
     "required": ["id", "name", "arguments"],
 }
 # name: (kind, description, fields, optional fields)
-STEP_SCHEMAS = {
+STEP_SCHEMAS: dict[str, tuple[Any, ...]] = {
     "ModelStep": (
         "model",
         "A model call and its reply.",

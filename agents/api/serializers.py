@@ -1,130 +1,36 @@
-"""Run and step shapes of API.md. Serializers validate and shape; they hold no business logic."""
+"""Run and step shapes of docs/api.md. Serializers validate and shape; they hold no business logic. Their field
+types, and the run options' fields made from the run configuration's option list, are agents/api/fields.py's."""
 
 from __future__ import annotations
 
-import functools
-
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-import agents.api.schema  # noqa: F401  (registers the schema extensions for the fields below)
+import agents.api.schema  # noqa: F401  (registers the schema extensions for the serializers below)
 import agents.api.schema_steps  # noqa: F401  (registers the step union)
-from agents.api import inputs
 from agents.api.bodies import BodySerializer
-from agents.api.inputs import json_type
-from agents.api.schema import NO_NUL
+from agents.api.fields import (
+    OPTION_FIELDS,
+    MetadataField,
+    NulFreeDictField,
+    QueryChoiceField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictUUIDField,
+    option_field,
+    shallow,
+    with_input_limit,
+)
 from agents.engine import parts
-from agents.engine.schemas import schema_problem
-from agents.limits.prices import cost_text
-from agents.models import Run, RunMode, RunProtocol, Step, Thread
-from agents.runs import representation, search
+from agents.models import Run, RunMode, ScoreSource, Step, Thread
+from agents.runconfig.options import BY_NAME, FORK_OPTIONS
+from agents.runs import representation
+from agents.runs.options import MULTITASK_STRATEGIES
 from agents.runs.representation import USAGE_KEYS
-from agents.runs.store import has_nul
-from agents.runs.submit import LIMIT_MAX, MULTITASK_STRATEGIES, REQUEST_LIMITS
-
-
-class StrictStringMixin:
-    """Only a JSON string is a string: numbers, booleans, lists and objects are refused, never coerced with str()."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            raise serializers.ValidationError(f"Expected a string, got {json_type(data)}.", code="invalid")
-        return super().to_internal_value(data)
-
-
-class StrictCharField(StrictStringMixin, serializers.CharField):
-    """A CharField that refuses any JSON value but a string; whitespace alone is blank even when it is kept."""
-
-    def __init__(self, **kwargs) -> None:
-        # Kept as sent: a limit then counts what the client sent, so the schema's maxLength is exact.
-        kwargs.setdefault("trim_whitespace", False)
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        if not self.allow_blank and not value.strip():
-            self.fail("blank")
-        return value
-
-
-class RunInputField(StrictCharField):
-    """A run's input: a string, or (with AGENT_MAX_IMAGES > 0) a list of parts with images, each checked before
-    anything is stored (agents/api/inputs.py). A string takes the same path as before parts existed."""
-
-    def to_internal_value(self, data):
-        if type(data) is list and settings.AGENT_MAX_IMAGES > 0:
-            found = inputs.problems(data)
-            if found:
-                raise serializers.ValidationError(found, code="invalid")
-            return data
-        if not isinstance(data, str) and settings.AGENT_MAX_IMAGES > 0:
-            raise serializers.ValidationError(f"Expected a string or a list of parts, got {json_type(data)}.")
-        return super().to_internal_value(data)
-
-    def run_validators(self, value) -> None:
-        if type(value) is not list:  # a list's bounds are its parts' (inputs.problems), not a string's length
-            super().run_validators(value)
-
-
-@extend_schema_field({"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"})
-class DecimalText(serializers.CharField):
-    """An amount of money as a decimal string ("0.0123"): exact, where a JSON number would not be."""
-
-
-class FallbackModelsField(serializers.ListField):
-    """A run's fallback models: "provider/model" strings, each once. Its schema names the providers (and, where
-    AGENT_MODELS_<NAME> lists some, the models) this server can use right now (agents/api/schema.py)."""
-
-
-class StrictChoiceField(StrictStringMixin, serializers.ChoiceField):
-    """A ChoiceField that refuses any JSON value but a string (so the error names the type, not the choices)."""
-
-
-class NulFreeDictField(serializers.DictField):
-    """A JSON object with no NUL character in any key or string inside it (PostgreSQL text and jsonb refuse NUL)."""
-
-    def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        if has_nul(value):
-            raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
-        return value
-
-
-class StrictUUIDField(StrictStringMixin, serializers.UUIDField):
-    """A UUID given as a JSON string (a number is refused, never coerced)."""
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An IntegerField that takes only a JSON integer: "5", true or 5.0 are refused."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            kind = "a decimal number" if isinstance(data, float) else json_type(data)
-            raise serializers.ValidationError(f"Expected an integer, got {kind}.", code="invalid")
-        return data
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A BooleanField that takes only JSON true or false: "true", 1 or "yes" are refused."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            raise serializers.ValidationError(f"Expected true or false, got {json_type(data)}.", code="invalid")
-        return data
-
-
-class StrictFloatField(serializers.FloatField):
-    """A FloatField that takes only a JSON number: "5" or true are refused."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            raise serializers.ValidationError(f"Expected a number, got {json_type(data)}.", code="invalid")
-        try:
-            return float(data)
-        except OverflowError:  # an integer too large for a float (10**400): out of range, not a 500
-            raise serializers.ValidationError("This number is too large.", code="max_value") from None
-
+from agents.usage.prices import cost_text
 
 PENDING_ACTION_SCHEMA = {
     "type": "object",
@@ -158,29 +64,6 @@ class StepSerializer(serializers.ModelSerializer):
 
     def to_representation(self, instance: Step) -> dict:
         return representation.step_json(instance)
-
-
-METADATA_SCHEMA = {
-    "type": "object",
-    "maxProperties": search.MAX_KEYS,
-    "additionalProperties": {"oneOf": [{"type": "string", "maxLength": search.MAX_VALUE_CHARS, "pattern": NO_NUL},
-                                       {"type": "number"}, {"type": "boolean"}]},
-    "description": f"The client's own labels: a flat object (at most {search.MAX_KEYS} keys of letters, digits and "
-    f"_ . : -; values strings of at most {search.MAX_VALUE_CHARS} characters, numbers or booleans). Find runs by "
-    "them with ?metadata.<key>=<value>.",
-}  # fmt: skip
-
-
-@extend_schema_field(METADATA_SCHEMA)
-class MetadataField(serializers.JSONField):
-    """A flat JSON object of the client's labels (agents.runs.search.metadata_problem says what is refused)."""
-
-    def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        problem = search.metadata_problem(value)
-        if problem:
-            raise serializers.ValidationError(problem)
-        return value
 
 
 RUN_LINK_SCHEMA = {
@@ -273,88 +156,47 @@ class RunSerializer(serializers.ModelSerializer):
         return representation.pending_actions_json(run)
 
 
+class ScoreSerializer(serializers.Serializer):
+    """A score on a run (docs/evals.md#scores-on-production-runs)."""
+
+    name = serializers.CharField()
+    score = serializers.FloatField(min_value=0, max_value=1)
+    passed = serializers.BooleanField(allow_null=True, help_text="An evaluator's pass or fail; null for feedback.")
+    reason = serializers.CharField(allow_blank=True)
+    comment = serializers.CharField(allow_blank=True)
+    source = serializers.ChoiceField(choices=ScoreSource.choices)
+    created_at = serializers.DateTimeField()
+
+
+class FeedbackSerializer(BodySerializer):
+    score = StrictFloatField(min_value=0, max_value=1, help_text="From 0 (bad) to 1 (good).")
+    name = StrictCharField(max_length=64, required=False, default="feedback", help_text="What is scored.")
+    comment = StrictCharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
 class RunDetailSerializer(RunSerializer):
     steps = StepSerializer(many=True, read_only=True)
     children = serializers.ListField(
         child=serializers.UUIDField(), read_only=True, help_text="The child runs its sub-agent calls started, in order."
     )
+    scores = ScoreSerializer(
+        many=True, read_only=True, help_text="Its online evaluators' scores and people's feedback, oldest first."
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "children", "steps"]
+        fields = [*RunSerializer.Meta.fields, "children", "steps", "scores"]
         read_only_fields = fields
 
     def to_representation(self, instance: Run) -> dict:
         return representation.run_detail_json(instance)
 
 
-def bounds(name: str) -> dict:
-    """min_value and max_value of a run setting, as the services bound it (one table for requests and agents)."""
-    low, high = REQUEST_LIMITS[name]
-    return {"min_value": low, "max_value": high}
-
-
 class RunCreateSerializer(BodySerializer):
     input = StrictCharField(min_length=1)
     mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
-    protocol = StrictChoiceField(choices=RunProtocol.choices, required=False)
-    provider = StrictCharField(max_length=32, required=False)
-    model = StrictCharField(max_length=200, required=False)
-    max_turns = StrictIntegerField(
-        **bounds("max_turns"), required=False, help_text=f"Default: the agent's, or {settings.AGENT_DEFAULT_MAX_TURNS}."
-    )
-    max_reflections = StrictIntegerField(**bounds("max_reflections"), default=0)
-    timeout_s = StrictFloatField(
-        **bounds("timeout_s"),
-        required=False,
-        help_text=f"Default: the agent's, or {settings.AGENT_DEFAULT_TIMEOUT_S:g}.",
-    )
-    tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, required=False)
-    sensitive_tools = serializers.ListField(child=StrictCharField(max_length=64), max_length=64, default=list)
-    approval_ttl_s = StrictIntegerField(
-        **bounds("approval_ttl_s"), required=False, help_text="Seconds a paused call waits before it expires."
-    )
     agent = StrictCharField(max_length=64, required=False, help_text="Start from this agent's configuration.")
-    instructions = StrictCharField(max_length=8000, required=False, allow_blank=True)
-    temperature = StrictFloatField(**bounds("temperature"), required=False)
-    max_output_tokens = StrictIntegerField(**bounds("max_output_tokens"), required=False)
-    output_schema = NulFreeDictField(
-        required=False,
-        help_text="A JSON Schema the final answer must satisfy: any JSON object, with no NUL character in a key or "
-        "string inside it (else 400).",
-    )
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
     metadata = MetadataField(required=False)
-    max_total_tokens = StrictIntegerField(
-        min_value=1,
-        max_value=LIMIT_MAX,
-        required=False,
-        help_text="Tokens all its model calls may use: it stops (usage_limit) before a call that would exceed them. "
-        "Default: the agent's, else the server's (AGENT_DEFAULT_MAX_TOTAL_TOKENS); never above the server's ceiling.",
-    )
-    max_tool_calls = StrictIntegerField(
-        min_value=1,
-        max_value=LIMIT_MAX,
-        required=False,
-        help_text="Tool calls it may make: it stops (usage_limit) before one more. Default: the agent's, else the "
-        "server's (AGENT_DEFAULT_MAX_TOOL_CALLS); never above the server's ceiling.",
-    )
-    tool_limits = serializers.DictField(
-        child=StrictIntegerField(min_value=1, max_value=LIMIT_MAX),
-        required=False,
-        help_text='Calls per tool, e.g. {"search": 3}: a call past it is answered "exhausted" and the model goes on.',
-    )
-    guardrails = serializers.ListField(
-        child=NulFreeDictField(),
-        required=False,
-        max_length=20,
-        help_text="Checks of the input, the final answer and tool calls, added to the agent's (docs/guardrails.md).",
-    )
-    fallback_models = FallbackModelsField(
-        child=StrictCharField(max_length=250),
-        required=False,
-        max_length=5,
-        help_text='"provider/model" tried in order when its model fails with a retryable error or is rate-limited.',
-    )
     multitask_strategy = StrictChoiceField(
         choices=[(s, s) for s in MULTITASK_STRATEGIES],
         default="reject",
@@ -362,33 +204,23 @@ class RunCreateSerializer(BodySerializer):
         "interrupt it (cancelled, its steps kept for this run to see), or rollback (cancelled and deleted).",
     )
 
-    def validate_output_schema(self, value: dict) -> dict:
-        problem = schema_problem(value)
-        if problem:
-            raise serializers.ValidationError(problem)
-        return value
-
     def validate(self, data: dict) -> dict:
         return with_input_parts(data)
 
     def get_fields(self) -> dict:
         # Shallow copies: DRF deep-copies every declared field per instance (re-running each field's __init__),
-        # ~0.15 ms per create; binding a copy never touches the declared field, and these fields keep no state.
+        # a cost on every create; binding a copy never touches the declared field, and these fields keep no state.
         return with_input_limit({name: shallow(field) for name, field in self._declared_fields.items()})
 
 
-def shallow(field: serializers.Field) -> serializers.Field:
-    """What `copy.copy` makes of a DRF field (a new instance sharing the attributes; DRF fields define neither
-    `__copy__` nor `__reduce__`, nor slots), without the pickle protocol's detour: the 17 fields of a create in
-    ~15 µs instead of ~46."""
-    new = object.__new__(type(field))
-    new.__dict__.update(field.__dict__)
-    return new
-
-
-@functools.cache
-def _input_field(limit: int) -> RunInputField:
-    return RunInputField(min_length=1, max_length=limit)
+# The options come after `input` and `mode`, in the list's order, then the request's other fields.
+_declared = RunCreateSerializer._declared_fields
+RunCreateSerializer._declared_fields = {
+    "input": _declared.pop("input"),
+    "mode": _declared.pop("mode"),
+    **OPTION_FIELDS,
+    **_declared,
+}
 
 
 def with_input_parts(data: dict) -> dict:
@@ -397,12 +229,6 @@ def with_input_parts(data: dict) -> dict:
     if type(value) is list:
         data["input_parts"], data["input"] = value, parts.text_of(value)
     return data
-
-
-def with_input_limit(fields: dict) -> dict:
-    """`input` bounded by AGENT_MAX_INPUT_CHARS as it is now (a setting, so read per request and per schema)."""
-    fields["input"] = shallow(_input_field(settings.AGENT_MAX_INPUT_CHARS))
-    return fields
 
 
 class ThreadSerializer(serializers.ModelSerializer):
@@ -459,8 +285,8 @@ class SeedRunSerializer(BodySerializer):
     """The seed body (the view validates it with RunCreateSerializer: the bounds here say the same)."""
 
     input = StrictCharField(min_length=1)
-    max_turns = StrictIntegerField(**bounds("max_turns"), required=False)
-    timeout_s = StrictFloatField(**bounds("timeout_s"), required=False)
+    max_turns = option_field(BY_NAME["max_turns"], help=False)
+    timeout_s = option_field(BY_NAME["timeout_s"], help=False)
 
     def get_fields(self) -> dict:
         return with_input_limit(super().get_fields())
@@ -500,13 +326,11 @@ class ForkSerializer(BodySerializer):
         max_length=100000,
         help_text="An edited result for step `from_step`, which must be a tool's: the fork's model sees this instead.",
     )
-    provider = StrictCharField(max_length=32, required=False)
-    model = StrictCharField(max_length=200, required=False)
-    max_turns = StrictIntegerField(**bounds("max_turns"), required=False)
-    timeout_s = StrictFloatField(**bounds("timeout_s"), required=False)
-    instructions = StrictCharField(max_length=8000, required=False, allow_blank=True)
-    temperature = StrictFloatField(**bounds("temperature"), required=False)
-    max_output_tokens = StrictIntegerField(**bounds("max_output_tokens"), required=False)
+
+    def get_fields(self) -> dict:
+        """The fork's own fields, then the options a fork may change (the run body's, without its defaults' help)."""
+        fields = super().get_fields()
+        return {**fields, **{name: option_field(BY_NAME[name], help=False) for name in FORK_OPTIONS}}
 
 
 class AdvanceSerializer(BodySerializer):
@@ -537,13 +361,6 @@ class AdvanceSerializer(BodySerializer):
                 for d in data["decisions"]
             ]
         return data
-
-
-class QueryChoiceField(serializers.ChoiceField):
-    """A query parameter from a fixed set; given empty (`?deltas=`) it is refused like any other value."""
-
-    def get_value(self, dictionary):
-        return dictionary.get(self.field_name, serializers.empty)
 
 
 class EventsQuerySerializer(serializers.Serializer):

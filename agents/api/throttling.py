@@ -1,4 +1,4 @@
-"""The agent rate limit, answered the DRF way (429 + Retry-After); django-ratelimit counts (agents.limits.ratelimit)."""
+"""The agent rate limit, answered the DRF way (429 + Retry-After); django-ratelimit counts (agents.usage.ratelimit)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from agents.limits import ratelimit
+from agents.usage import ratelimit
 
 GROUP = "agents.calls"  # one budget for every route that can cause a model or tool call
 

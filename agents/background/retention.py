@@ -1,6 +1,6 @@
-"""Retention (API.md v1.1): finished runs older than N days go with their steps; idempotency keys after 24 hours,
-finished task rows and settled webhook deliveries after 7 days, expired database-cache rows and emptied old threads
-go too.
+"""Retention (docs/operations.md#retention): finished runs older than N days go with their steps; idempotency keys
+after 24 hours, finished task rows and settled webhook deliveries after 7 days, expired database-cache rows and
+emptied old threads go too.
 
 Services layer: every delete is a small batch in its own short transaction (no long table lock; a worker's commit
 waits at most one batch). Runs an eval result points at are kept, and so is every run that is not `done`.
@@ -8,6 +8,7 @@ waits at most one batch). Runs an eval result points at are kept, and so is ever
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -20,7 +21,10 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from agents import periodic
 from agents.models import DeliveryStatus, EvalResult, IdempotencyKey, Run, RunStatus, Step, Thread, WebhookDelivery
+
+log = logging.getLogger(__name__)
 
 BATCH = 1000
 KEY_AGE = timedelta(hours=24)
@@ -143,7 +147,13 @@ def _expired_cache_rows(now, dry_run: bool) -> Iterator[int]:
 SCHEDULE_S = 3600.0  # how often a worker prunes when AGENT_RETENTION_DAYS is set
 
 
+@periodic.every("retention", lambda: SCHEDULE_S)
 def scheduled() -> Pruned | None:
-    """The worker's share: prune by AGENT_RETENTION_DAYS when it is set (None when it is not)."""
+    """A sweep (agents/periodic.py): prune by AGENT_RETENTION_DAYS when it is set (None when it is not)."""
     days = int(settings.AGENT_RETENTION_DAYS)
-    return prune(days) if days > 0 else None
+    if days <= 0:
+        return None
+    pruned = prune(days)
+    if pruned.total:
+        log.info("pruned", extra={"rows": pruned.counts})
+    return pruned

@@ -23,14 +23,15 @@ import time
 import gevent
 from django.db import close_old_connections, connections
 from django.db.utils import InterfaceError, OperationalError
+from django.tasks import TaskResultStatus
+from django.utils import timezone
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 from gevent.pool import Pool
 
-from agents.background import retention, schedules
-from agents.notifications import webhooks
-from agents.runs import leases, recovery, review
+from agents import periodic
+from agents.runs import telemetry
 from reactsite.serving import green
 
 log = logging.getLogger(__name__)
@@ -50,13 +51,14 @@ def _database_errors() -> tuple[type[BaseException], ...]:
 
 DATABASE_ERRORS = _database_errors()
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.1, 5.0
+SETTLE_S = 1.0  # attempts going through this long end an outage (Outage.ok)
 
 
 def discard_connections() -> None:
     """Close this greenlet's connections, broken or not: the next query opens (or takes from the pool) a fresh one.
 
     A broken pooled connection is not handed back as good: psycopg_pool drops one whose session is gone, and checks
-    the others before lending them again (`check` in reactsite/settings.py)."""
+    the others before lending them again (`check` in reactsite/settings/database.py)."""
     for conn in connections.all(initialized_only=True):
         try:
             conn.close()
@@ -66,18 +68,26 @@ def discard_connections() -> None:
 
 class Outage:
     """The database lost or refusing connections, as seen by this worker: one warning when it starts, one info line
-    when it is back (not one per attempt), and the backoff between attempts meanwhile."""
+    when it is back (not one per attempt), and the backoff between attempts meanwhile.
 
-    def __init__(self, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S) -> None:
-        self.first_s, self.max_s = first_s, max_s
-        self.since: float | None = None
+    It is back once attempts have gone through for `settle_s` with none failing: the runs cut by one outage fail one
+    by one as their model calls return, and a claim going through between two of them does not end the outage."""
+
+    def __init__(
+        self, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S, settle_s: float = SETTLE_S, clock=None
+    ) -> None:
+        self.first_s, self.max_s, self.settle_s = first_s, max_s, settle_s
+        self.clock = clock or time.monotonic
+        self.since: float | None = None  # the first failure of this outage
+        self.healthy_since: float | None = None  # the first attempt through since the last failure
         self.failures = 0
 
     def failed(self, exc: BaseException, during: str) -> float:
         """Note a failed attempt (its connections are discarded); the seconds to wait before the next one."""
         discard_connections()
+        self.healthy_since = None
         if self.since is None:
-            self.since = time.monotonic()
+            self.since = self.clock()
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             log.warning(
                 "database unavailable (%s during %s: %s); retrying with backoff up to %g s",
@@ -88,13 +98,19 @@ class Outage:
         return delay
 
     def ok(self) -> None:
-        """An attempt went through: if the database had been away, say it is back."""
-        if self.since is not None:
-            log.info("database available again after %.1f s (%d failed attempts)", self.down_s(), self.failures)
-            self.since, self.failures = None, 0
+        """An attempt went through: once they have for `settle_s`, say the database is back."""
+        if self.since is None:
+            return
+        now = self.clock()
+        if self.healthy_since is None:
+            self.healthy_since = now
+        if now - self.healthy_since >= self.settle_s:
+            down = self.healthy_since - self.since
+            log.info("database available again after %.1f s (%d failed attempts)", down, self.failures)
+            self.since, self.healthy_since, self.failures = None, None, 0
 
     def down_s(self) -> float:
-        return 0.0 if self.since is None else time.monotonic() - self.since
+        return 0.0 if self.since is None else self.clock() - self.since
 
 
 class ConcurrentWorker(Worker):
@@ -117,7 +133,7 @@ class ConcurrentWorker(Worker):
 
     def run(self) -> None:
         log.info("Starting worker worker_id=%s concurrency=%d", self.worker_id, self.pool.size)
-        sweeper = gevent.spawn(self._sweep)
+        sweepers = [gevent.spawn(self._every, sweep) for sweep in periodic.sweeps()]
         while self.running:
             self.pool.wait_available()
             try:
@@ -133,7 +149,7 @@ class ConcurrentWorker(Worker):
             if self.batch and not self.in_flight:
                 break
             gevent.sleep(self.interval)
-        sweeper.kill()
+        gevent.killall(sweepers)
         self._drain()
 
     def _nap(self, seconds: float) -> None:
@@ -142,43 +158,22 @@ class ConcurrentWorker(Worker):
         while self.running and time.monotonic() < deadline:
             gevent.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
 
-    def _sweep(self) -> None:
-        """Every third of a lease: hand runs whose worker died (anywhere) to the queue, and deny (as expired) the calls
-        of paused runs whose approval time is up (those runs go on as after a denial), queue again webhook deliveries
-        whose task was lost, start the runs of due schedules (each once, whichever worker claims it); hourly,
-        retention."""
-        next_prune = 0.0  # with AGENT_RETENTION_DAYS set: at start, then hourly
+    def _every(self, sweep: periodic.Sweep) -> None:
+        """Run one registered sweep (agents/periodic.py) on its interval, in its own greenlet: a long one (retention)
+        never delays the others. The database away: the claim loop says so too; the sweep waits on the backoff."""
         while self.running:
             try:
-                recovery.sweep_orphans()
-                review.sweep_expired_approvals()
-                webhooks.sweep_stuck()
-                schedules.tick()
-                if time.monotonic() >= next_prune:  # in its own greenlet: a long prune never delays the sweeps
-                    next_prune = time.monotonic() + retention.SCHEDULE_S
-                    gevent.spawn(self._prune)
-            except DATABASE_ERRORS as exc:  # the database away: the claim loop says so too; retried on backoff
-                self._nap(self.outage.failed(exc, "sweep"))
+                periodic.run(sweep)
+            except DATABASE_ERRORS as exc:
+                self._nap(self.outage.failed(exc, f"the {sweep.name} sweep"))
                 continue
-            except Exception:  # noqa: BLE001 - a failed sweep is retried next round; the worker goes on
-                log.exception("sweep failed")
+            except Exception:  # noqa: BLE001 - a failed sweep is retried at its next interval; the worker goes on
+                log.exception("the %s sweep failed", sweep.name)
             else:
                 self.outage.ok()
             finally:
                 discard_connections()
-            self._nap(leases.lease_s() / 3)
-
-    def _prune(self) -> None:
-        try:
-            pruned = retention.scheduled()
-            if pruned is not None and pruned.total:
-                log.info("pruned", extra={"rows": pruned.counts})
-        except DATABASE_ERRORS as exc:  # retried at the next schedule
-            self.outage.failed(exc, "prune")
-        except Exception:  # noqa: BLE001 - retried at the next schedule
-            log.exception("prune failed")
-        finally:
-            discard_connections()
+            self._nap(sweep.interval_s())
 
     def _claim(self, limit: int) -> list[DBTaskResult]:
         """Up to `limit` ready tasks (as many as can start now), claimed for this worker in one transaction: the same
@@ -194,7 +189,8 @@ class ConcurrentWorker(Worker):
                 claimed = list(tasks.select_for_update(skip_locked=True)[: max(limit, 1)])
                 for task in claimed:
                     task.claim(self.worker_id)
-                return claimed
+            telemetry.tasks_claimed(len(claimed))
+            return claimed
         except OperationalError as exc:
             if is_locked_database_exception(exc):
                 return []  # another process holds the queue for a moment
@@ -208,8 +204,12 @@ class ConcurrentWorker(Worker):
 
     def _run_one(self, task: DBTaskResult) -> None:
         green.lend()  # an idle connection of an earlier task, if there is one (reactsite/serving/green.py)
+        now = timezone.now()
+        due = max(task.enqueued_at, task.run_after) if task.run_after and task.run_after <= now else task.enqueued_at
         try:
-            self.run_task(task)
+            with telemetry.task(task.task_path, (now - due).total_seconds()) as record:
+                self.run_task(task)
+                record.is_error = task.status == TaskResultStatus.FAILED
         except DATABASE_ERRORS as exc:
             self._record_failure(task, exc)
         finally:

@@ -24,6 +24,21 @@ class Toolset:
     context: Any = None
     max_output_chars: int = 4000
 
+    def instant(self, name: str) -> bool:
+        """Whether the named tool declares itself instant (an unknown name is not)."""
+        tool = self.tools.get(name)
+        return tool is not None and tool.instant
+
+    def sensitive(self, name: str) -> bool:
+        """Whether the named tool declares itself sensitive (a run may list more: `pending.is_sensitive`)."""
+        tool = self.tools.get(name)
+        return tool is not None and tool.sensitive
+
+    def delivery(self, name: str) -> str | None:
+        """How the named tool's calls are delivered, when its tool steps must say so."""
+        tool = self.tools.get(name)
+        return (tool.delivery or None) if tool is not None else None
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -90,7 +105,7 @@ def unknown_tool(name: str, known: Iterable[str]) -> str:
 
 def _call_with_timeout(tool: Tool, arguments: dict[str, Any], context: Any, timeout_s: float) -> str:
     """Run the tool; a tool marked `inline` runs in this thread, others in a daemon thread we stop waiting for."""
-    if getattr(tool, "inline", False):
+    if tool.inline:
         return str(tool(arguments, context))
     box: dict[str, Any] = {}
 
@@ -121,16 +136,9 @@ def run_tool(
     tool = toolset.tools.get(name)
     if tool is None:
         return _error(toolset, unknown_tool(name, toolset.tools))
-    raw = raw_arguments(arguments)
-    if raw is not None:
-        return _error(
-            toolset,
-            f"The arguments of the call to '{name}' were not a JSON object: {not_an_object(raw)}. The tool did not "
-            "run; call it again with its arguments as one JSON object.",
-        )
-    problem = schema_error(tool.parameters, arguments)
+    problem = _argument_error(tool, arguments)
     if problem is not None:
-        return _error(toolset, f"Invalid arguments for tool '{name}': {problem}. Fix them and try again.")
+        return _error(toolset, problem)
     try:
         output = _call_with_timeout(
             tool, arguments, _call_context(toolset.context, step, call_id), min(tool.timeout_s, timeout_s)
@@ -142,6 +150,20 @@ def run_tool(
     except Exception as exc:  # noqa: BLE001 - a tool failure is an observation the model can recover from
         return _error(toolset, f"Tool '{name}' failed: {exc or type(exc).__name__}")
     return ToolResult(prepare(output, toolset.max_output_chars), False)
+
+
+def _argument_error(tool: Tool, arguments: Any) -> str | None:
+    """Why the call cannot run with these arguments (not a JSON object, or against the tool's schema), or None."""
+    raw = raw_arguments(arguments)
+    if raw is not None:
+        return (
+            f"The arguments of the call to '{tool.name}' were not a JSON object: {not_an_object(raw)}. The tool did "
+            "not run; call it again with its arguments as one JSON object."
+        )
+    problem = schema_error(tool.parameters, arguments)
+    if problem is not None:
+        return f"Invalid arguments for tool '{tool.name}': {problem}. Fix them and try again."
+    return None
 
 
 def _call_context(context: Any, step: int | None, call_id: str | None = None) -> Any:

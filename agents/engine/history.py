@@ -1,4 +1,4 @@
-"""A thread's earlier runs as the turns a model sees before the new input (API.md v1.1, "Threads").
+"""A thread's earlier runs as the turns a model sees before the new input (docs/api.md#threads).
 
 Each earlier run is one user turn (its input) and one assistant turn (its final answer, or a note of how it stopped);
 tool steps are not replayed as tool messages. A run cancelled before it finished (interrupted by a newer run on its
@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agents.engine import parts, wrapping
+from agents.engine.steps import StepKind
 
 NO_ANSWER = "(No final answer: that run stopped with {reason}.)"
 STOPPED_AFTER = (
@@ -56,12 +57,12 @@ def calls_so_far(steps: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     calls: list[dict[str, Any]] = []
     asked: dict[Any, dict[str, Any]] = {}
     for step in steps:
-        if step.get("kind") == "model":
+        if step.get("kind") == StepKind.MODEL:
             for call in step.get("tool_calls") or []:
                 entry = {"tool": call.get("name"), "arguments": _arguments(call.get("arguments")), "output": None}
                 asked[call.get("id")] = entry
                 calls.append(entry)
-        elif step.get("kind") == "tool":
+        elif step.get("kind") == StepKind.TOOL:
             found = asked.get(step.get("call_id"))
             if found is None:
                 found = {"tool": step.get("name"), "arguments": _arguments(step.get("arguments")), "output": None}

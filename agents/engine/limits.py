@@ -1,8 +1,8 @@
 """Per-run usage limits (max_total_tokens, max_tool_calls, tool_limits), checked before the call they would exceed.
 
-Pure reads of the run state: the loop asks before each model call and each tool call, and stops the run (stop reason
-`usage_limit`, an error step naming the limit) or, for a per-tool limit, answers the call with an observation that
-the tool is exhausted, so the model may go on without it.
+Pure reads of the run state: the gates (agents.engine.gates) ask before each model call and each tool call, and stop
+the run (stop reason `usage_limit`, an error step naming the limit) or, for a per-tool limit, answer the call with an
+observation that the tool is exhausted, so the model may go on without it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.engine.state import RunState
+from agents.engine.steps import StepKind
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Refusal:
 def last_prompt_tokens(state: RunState) -> int:
     """The input tokens of the run's last model call: the next call's input holds at least that transcript."""
     for step in reversed(state.steps):
-        if step["kind"] == "model":
+        if step["kind"] == StepKind.MODEL:
             usage = step.get("usage") or {}
             return int(usage.get("prompt_tokens") or 0)
     return 0
@@ -49,24 +50,33 @@ def before_model_call(state: RunState) -> Refusal | None:
 def ran(step: dict[str, Any]) -> bool:
     """Whether a tool step is a call that ran: not one a limit or a guardrail on its arguments answered in its place
     (a result a guardrail withheld was a call that ran)."""
-    return step["kind"] == "tool" and "limit" not in step and ("guardrail" not in step or "withheld" in step)
+    return step["kind"] == StepKind.TOOL and "limit" not in step and ("guardrail" not in step or "withheld" in step)
 
 
-def before_tool_call(state: RunState, name: str) -> Refusal | None:
-    """`max_tool_calls` (the run stops) and `tool_limits` (the tool is exhausted: the call is answered with a note)."""
-    total, per_tool = state.max_tool_calls, state.tool_limits.get(name)
-    if total is None and per_tool is None:
+def _calls_made(state: RunState) -> list[Any]:
+    """The tool names of the calls that ran, in order."""
+    return [step.get("name") for step in state.steps if ran(step)]
+
+
+def max_tool_calls(state: RunState) -> Refusal | None:
+    """`max_tool_calls`: the run stops before a call past it."""
+    total = state.max_tool_calls
+    if total is None:
         return None
-    made = [step.get("name") for step in state.steps if ran(step)]
-    if total is not None and len(made) >= total:
-        message = (
-            f"Usage limit max_tool_calls ({total}) reached: {len(made)} tool call{'s' if len(made) != 1 else ''} made."
-        )
-        return Refusal("max_tool_calls", message, stops=True)
-    if per_tool is not None and made.count(name) >= per_tool:
-        message = (
-            f"Tool '{name}' is exhausted: this run may call it at most {per_tool} time{'s' if per_tool != 1 else ''}. "
-            "The tool did not run; go on without it."
-        )
-        return Refusal(f"tool_limits.{name}", message, stops=False)
-    return None
+    made = len(_calls_made(state))
+    if made < total:
+        return None
+    message = f"Usage limit max_tool_calls ({total}) reached: {made} tool call{'s' if made != 1 else ''} made."
+    return Refusal("max_tool_calls", message, stops=True)
+
+
+def tool_limit(state: RunState, name: str) -> Refusal | None:
+    """`tool_limits`: a call to a tool past its own limit is answered with a note (the tool is exhausted)."""
+    per_tool = state.tool_limits.get(name)
+    if per_tool is None or _calls_made(state).count(name) < per_tool:
+        return None
+    message = (
+        f"Tool '{name}' is exhausted: this run may call it at most {per_tool} time{'s' if per_tool != 1 else ''}. "
+        "The tool did not run; go on without it."
+    )
+    return Refusal(f"tool_limits.{name}", message, stops=False)

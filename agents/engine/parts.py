@@ -1,6 +1,6 @@
 """A message's content as the engine passes it on: a string, or a list of neutral parts (a run's input with images).
 
-Parts are the API's own (API.md v1.2, "Images on a run"): `{"type": "text", "text"}`, `{"type": "image", "url"}`
+Parts are the API's own (docs/api.md#images-on-a-run): `{"type": "text", "text"}`, `{"type": "image", "url"}`
 and `{"type": "image", "data", "media_type"}` (base64). They are checked before a run is stored; each provider
 converts them to its own format. Most content is a string, and these helpers leave a string as it is.
 """

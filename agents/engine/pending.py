@@ -6,10 +6,8 @@ from typing import Any
 
 from agents.engine.dispatch import Toolset
 from agents.engine.state import RunState
-from agents.engine.types import (
-    Status,
-    ToolCall,
-)
+from agents.engine.steps import ApprovalStep, StepKind
+from agents.engine.types import Status, ToolCall
 
 
 def decision_problem(state: RunState, decisions: list[dict[str, Any]]) -> str | None:
@@ -52,9 +50,9 @@ def _decided_since_reply(state: RunState) -> set[str]:
     """Call ids with a decision recorded since the last model reply."""
     decided: set[str] = set()
     for step in reversed(state.steps):
-        if step["kind"] == "model":
+        if step["kind"] == StepKind.MODEL:
             break
-        if step["kind"] == "approval":
+        if step["kind"] == StepKind.APPROVAL:
             decided.add(step["call_id"])
     return decided
 
@@ -63,29 +61,29 @@ def pending_calls(state: RunState) -> list[ToolCall]:
     """Calls of the last model reply that have neither a tool step nor a denial yet."""
     resolved: set[str] = set()
     for step in reversed(state.steps):
-        if step["kind"] == "model":
+        kind = step["kind"]
+        if kind == StepKind.MODEL:
             calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in step["tool_calls"]]
             if step.get("final_answer") is not None:
                 return []
             return [c for c in calls if c.id not in resolved]
-        if step["kind"] == "tool" or (step["kind"] == "approval" and not step["approved"]):
+        if kind == StepKind.TOOL or (kind == StepKind.APPROVAL and not step["approved"]):
             resolved.add(step["call_id"])
-        if step["kind"] == "error":
+        if kind == StepKind.ERROR:
             return []
     return []
 
 
 def is_sensitive(state: RunState, toolset: Toolset, name: str) -> bool:
     """Listed for this run, or marked sensitive by the tool itself (a run can widen the gate, never narrow it)."""
-    return name in state.sensitive_tools or bool(getattr(toolset.tools.get(name), "sensitive", False))
+    return name in state.sensitive_tools or toolset.sensitive(name)
 
 
-def approval_for(state: RunState, call_id: str) -> dict[str, Any] | None:
-    """The approving decision for this call, if one was recorded."""
-    step: dict[str, Any]
+def approval_for(state: RunState, call_id: str) -> ApprovalStep | None:
+    """The approving decision for this call, if one was recorded since the last reply."""
     for step in reversed(state.steps):
-        if step["kind"] == "approval" and step["call_id"] == call_id and step["approved"]:
-            return step
-        if step["kind"] == "model":
+        if step["kind"] == StepKind.APPROVAL and step["call_id"] == call_id and step["approved"]:
+            return ApprovalStep.from_data(step)
+        if step["kind"] == StepKind.MODEL:
             return None
     return None

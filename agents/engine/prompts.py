@@ -8,6 +8,7 @@ from typing import Any
 
 from agents.engine import history, parts, react
 from agents.engine.state import RunState
+from agents.engine.steps import StepKind
 from agents.engine.types import ToolSpec
 from agents.engine.wrapping import END, START, wrap
 
@@ -89,6 +90,19 @@ REFLECT = (
     "what went wrong, and what you will do differently. Do not answer the task yet."
 )
 RETRY = "\n\nA previous attempt at this task did not reach an answer. Its critique:\n{critique}"
+# An eval's judge (agents/evals/judging.py): an ordinary run whose output schema is VERDICT_SCHEMA.
+JUDGE = (
+    "You are grading an answer against a rubric. Judge only what the rubric asks, strictly and fairly.\n\n"
+    "Rubric:\n{rubric}\n\nThe task the answer was given:\n{task}\n\nThe answer to grade:\n{answer}\n\n"
+    'Reply with only a JSON object: {{"score": a number from 0 (fails the rubric) to 1 (meets it fully), '
+    '"reason": "one sentence on why"}}.'
+)
+JUDGE_MARK = JUDGE.split("\n")[0]
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}, "reason": {"type": "string"}},
+    "required": ["score", "reason"],
+}
 
 
 def reflection_messages(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
@@ -116,13 +130,13 @@ def render_messages(state: RunState, specs: Sequence[ToolSpec]) -> list[dict[str
     order: dict[str, int] = {}  # the last reply's call ids by position: results go back in call order
     results: list[tuple[int, dict[str, Any]]] = []
     for step in state.steps[last + 1 :]:
-        if step["kind"] == "model":
+        if step["kind"] == StepKind.MODEL:
             messages += [m for _, m in sorted(results, key=lambda r: r[0])]
             results = []
             order = {c["id"]: i for i, c in enumerate(step.get("tool_calls") or [])}
         message = _render_step(state.protocol, step, previous, state.output_schema)
         if message is not None:
-            if step["kind"] == "model":
+            if step["kind"] == StepKind.MODEL:
                 messages.append(message)
             else:  # a result decided out of order (a batch of decisions) still answers in the order of the calls
                 results.append((order.get(step.get("call_id", ""), len(order) + len(results)), message))
@@ -144,7 +158,7 @@ def retry_prompt(
     """What the model was told after an `error` step that answers its reply (a correction, or the output schema
     again), exactly as `render_messages` sends it; None for any other step (an error that ended the run follows no
     reply, or follows one that is not the model's)."""
-    if step["kind"] != "error":
+    if step["kind"] != StepKind.ERROR:
         return None
     message = _render_step(protocol, step, previous, schema)
     return None if message is None else str(message["content"])
@@ -160,31 +174,38 @@ def _render_step(
     protocol: str, step: dict[str, Any], previous: dict[str, Any] | None, schema: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
     kind = step["kind"]
-    if kind == "model":
+    if kind == StepKind.MODEL:
         if protocol == "react":
             return {"role": "assistant", "content": react.transcript_text(step["text"])}
         message = {"role": "assistant", "content": step["text"], "tool_calls": step["tool_calls"]}
         if "blocks" in step:  # the provider's own blocks (thinking with its signature, a paused turn), sent back as is
             message["blocks"] = step["blocks"]
         return message
-    if kind == "tool":
+    if kind == StepKind.TOOL:
         return _result(protocol, step["call_id"], step["name"], wrap(step["output"]))
-    if kind == "approval" and not step["approved"]:
+    if kind == StepKind.APPROVAL and not step["approved"]:
         return _result(protocol, step["call_id"], step["name"], wrap(denial_text(step)))
-    if kind == "error" and ("guardrail" in step or "limit" in step):
+    if kind == StepKind.ERROR:
+        return _render_error(protocol, step, previous, schema)
+    return None
+
+
+def _render_error(
+    protocol: str, step: dict[str, Any], previous: dict[str, Any] | None, schema: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """What the model is told after an error step: a correction, or nothing (the step ended the run)."""
+    if "guardrail" in step or "limit" in step:
         if not step.get("correction"):
             return None  # it ended the run
         reason = step["message"].split(": ", 1)[-1]
         return {"role": "user", "content": GUARDRAIL_CORRECTION.format(reason=reason)}
-    if kind == "error" and previous is not None and previous["kind"] == "model":
-        if step.get("output"):  # a final answer that broke the output schema
-            problem = step["message"].split(": ", 1)[-1]
-            return {
-                "role": "user",
-                "content": OUTPUT_CORRECTION.format(problem=problem, schema=json.dumps(schema, sort_keys=True)),
-            }
-        if protocol == "react":
-            problem = step["message"].removeprefix("Unusable reply: ")
-            return {"role": "user", "content": CORRECTION.format(problem=problem)}
-        return {"role": "user", "content": CORRECTION_TOOLS}
-    return None
+    if previous is None or previous["kind"] != StepKind.MODEL:
+        return None
+    if step.get("output"):  # a final answer that broke the output schema
+        problem = step["message"].split(": ", 1)[-1]
+        content = OUTPUT_CORRECTION.format(problem=problem, schema=json.dumps(schema, sort_keys=True))
+        return {"role": "user", "content": content}
+    if protocol == "react":
+        problem = step["message"].removeprefix("Unusable reply: ")
+        return {"role": "user", "content": CORRECTION.format(problem=problem)}
+    return {"role": "user", "content": CORRECTION_TOOLS}

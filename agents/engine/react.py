@@ -146,12 +146,18 @@ def scan(text: str) -> tuple[str | None, str | None, str | None, str | None]:
         key = None
     if key is not None and key not in values:
         values[key] = text[value_start:]
+    return _values(values)
 
-    def value(name: str) -> str | None:
+
+def _values(values: dict[str, str]) -> tuple[str | None, str | None, str | None, str | None]:
+    """(thought, final answer, action, action input) as `scan` answers them: stripped, without a stray closing
+    fence; None for a keyword the text lacks."""
+
+    def read(name: str) -> str | None:
         found = values.get(name)
         return None if found is None else _drop_stray_closer(found).strip()
 
-    return value("thought"), value("final_answer"), value("action"), value("action_input")
+    return read("thought"), read("final_answer"), read("action"), read("action_input")
 
 
 def _unwrap(text: str) -> str:

@@ -33,7 +33,7 @@ class RunState:
     steps: list[dict[str, Any]] = field(default_factory=list)
     # A thread's earlier runs, oldest first, as {"input", "output", "stop_reason"} (see agents.engine.history).
     history: list[dict[str, Any]] = field(default_factory=list)
-    # An agent's settings (API.md v1.1, "Agents"): text added to the system prompt, sampling settings passed to the
+    # An agent's settings (docs/api.md#agents): text added to the system prompt, sampling settings passed to the
     # provider, and a JSON Schema the final answer must satisfy.
     instructions: str = ""
     temperature: float | None = None

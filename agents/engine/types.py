@@ -216,13 +216,41 @@ class Model(Protocol):
 
 
 class Tool(Protocol):
-    """What the engine needs of a tool (see agents.tools.registry.Tool)."""
+    """What the engine needs of a tool (see agents.tools.registry.Tool). Each tool declares how it is treated:
 
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
-    sensitive: bool
-    timeout_s: float
+    - `sensitive`: a call waits for a human's approval (a run can widen this gate with its own list, never narrow it);
+    - `inline`: it runs in the caller's thread (bounded by its own means: a database tool, the calculator), not in a
+      worker thread the engine stops waiting for at `timeout_s`;
+    - `instant`: no side effects, an answer from the arguments alone in microseconds: a reply that asks only for
+      instant tools (that need no approval) runs them at once, and the host stores the reply with their results;
+    - `delivery`: how its calls are delivered when a tool step must say so ("at-least-once": a resumed run may have
+      run the call twice), else None.
+    """
+
+    # Read-only members: a tool is a frozen value (agents.tools.registry.Tool).
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def parameters(self) -> Mapping[str, Any]: ...
+
+    @property
+    def sensitive(self) -> bool: ...
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    @property
+    def inline(self) -> bool: ...
+
+    @property
+    def instant(self) -> bool: ...
+
+    @property
+    def delivery(self) -> str | None: ...
 
     def __call__(self, arguments: dict[str, Any], context: Any) -> str: ...
 

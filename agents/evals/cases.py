@@ -1,33 +1,47 @@
-"""Loading and checking eval cases (pure Python: no database)."""
+"""Loading eval cases (pure Python: no database). A case's checks are agents/evals/checks.py's."""
 
 from __future__ import annotations
 
 import fnmatch
-import math
-import re
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from agents.evals.checks import (
+    CHECK_TYPES,
+    CaseError,
+    Check,
+    Evidence,
+    Grade,
+    Graders,
+    first_number,
+    grade,
+    parse_check,
+)
 from agents.evals.fixtures import Fixture, parse_fixtures
 
 DEFAULT_CASES = Path(__file__).with_name("cases.yaml")
-CHECK_TYPES = ("exact", "contains", "regex", "numeric")
 PROTOCOLS = ("tools", "react")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?")
-
-
-class CaseError(ValueError):
-    """The cases file is missing or malformed; the message names the case and the problem."""
+__all__ = [
+    "CHECK_TYPES",
+    "DEFAULT_CASES",
+    "PROTOCOLS",
+    "Case",
+    "CaseError",
+    "check_output",
+    "first_number",
+    "load_cases",
+]
 
 
 @dataclass(frozen=True)
 class Case:
     id: str
     input: str
-    check: dict[str, Any]
+    check: dict[str, Any] | None = None  # the single check of the first cases (`checks` holds it parsed)
     protocols: tuple[str, ...] = PROTOCOLS
     max_turns: int = 8
     timeout_s: float = 60.0
@@ -39,6 +53,25 @@ class Case:
     # Made from a stored run (export_cases): the tool calls `run_evals --replay` answers, and the run it came from.
     fixtures: tuple[Fixture, ...] | None = None
     source_run: str = ""
+    checks: tuple[Check, ...] = ()
+    pass_score: float | None = None  # None: every check must pass
+
+    def __post_init__(self) -> None:
+        if not self.checks and self.check is not None:  # a Case made in code with its one check
+            object.__setattr__(self, "checks", (parse_check(self.check, f"case '{self.id}': check"),))
+
+    def grade(self, evidence: Evidence, graders: Graders, error_steps: int = 0) -> Grade:
+        """The case's checks on a run that gave a final answer, then `not_contains` and `max_errors`."""
+        result = grade(self.checks, evidence, graders, self.pass_score)
+        problem = _extra_problem(self, evidence.output or "", error_steps)
+        if result.passed and problem:
+            return Grade(False, result.score, problem, result.outcomes)
+        return result
+
+
+def cases_sha256(path: str | Path | None = None) -> str:
+    """The SHA-256 of a cases file's bytes (what an eval run stores of the cases it ran)."""
+    return hashlib.sha256((Path(path) if path else DEFAULT_CASES).read_bytes()).hexdigest()
 
 
 def load_cases(path: str | Path | None = None, only: str | None = None) -> list[Case]:
@@ -73,26 +106,21 @@ def _case(item: Any, position: int) -> Case:
     if not isinstance(item, dict):
         raise CaseError(f"{where} must be a mapping.")
     where = f"case '{item.get('id', position + 1)}'"
-    for key in ("id", "input", "check"):
+    for key in ("id", "input"):
         if key not in item:
             raise CaseError(f"{where} has no '{key}'.")
-    check = item["check"]
-    if not isinstance(check, dict) or check.get("type") not in CHECK_TYPES or "value" not in check:
-        raise CaseError(f"{where}: check needs a type ({', '.join(CHECK_TYPES)}) and a value.")
+    checks = _checks(item, where)
     protocols = tuple(item.get("protocols") or PROTOCOLS)
     if any(p not in PROTOCOLS for p in protocols):
         raise CaseError(f"{where}: protocols must be among {', '.join(PROTOCOLS)}.")
-    if check["type"] == "regex":
-        try:
-            re.compile(check["value"])
-        except (re.error, TypeError) as exc:  # TypeError: a YAML number, not a pattern
-            raise CaseError(f"{where}: invalid regex: {exc}.") from None
     try:  # a wrong type here would otherwise surface as a traceback in the middle of an eval run
         max_turns, timeout_s = int(item.get("max_turns", 8)), float(item.get("timeout_s", 60.0))
-        if check["type"] == "numeric":
-            float(check["value"]), float(check.get("tolerance", 0))
     except (TypeError, ValueError):
-        raise CaseError(f"{where}: max_turns, timeout_s and numeric check values must be numbers.") from None
+        raise CaseError(f"{where}: max_turns and timeout_s must be numbers.") from None
+    pass_score = item.get("pass_score")
+    if pass_score is not None and (isinstance(pass_score, bool) or not isinstance(pass_score, int | float)
+                                   or not 0 <= pass_score <= 1):  # fmt: skip
+        raise CaseError(f"{where}: 'pass_score' must be a number from 0 to 1, not {pass_score!r}.")
     try:
         fixtures = parse_fixtures(item["fixtures"]) if item.get("fixtures") is not None else None
     except ValueError as exc:
@@ -100,7 +128,9 @@ def _case(item: Any, position: int) -> Case:
     return Case(
         id=str(item["id"]),
         input=str(item["input"]),
-        check=check,
+        check=item.get("check"),
+        checks=checks,
+        pass_score=float(pass_score) if pass_score is not None else None,
         protocols=protocols,
         max_turns=max_turns,
         timeout_s=timeout_s,
@@ -113,58 +143,31 @@ def _case(item: Any, position: int) -> Case:
     )
 
 
-def first_number(text: str) -> float | None:
-    match = _NUMBER.search(text.replace("\u2212", "-"))
-    if match is None:
-        return None
-    try:
-        return float(match.group(0).replace(",", ""))
-    except ValueError:
-        return None
+def _checks(item: dict[str, Any], where: str) -> tuple[Check, ...]:
+    """`check` (one) and/or `checks` (a list), parsed; at least one."""
+    raw = [item["check"]] if item.get("check") is not None else []
+    if item.get("checks") is not None:
+        if not isinstance(item["checks"], list):
+            raise CaseError(f"{where}: 'checks' must be a list of checks.")
+        raw += item["checks"]
+    if not raw:
+        raise CaseError(f"{where} has no 'check' (or 'checks'): one of {', '.join(CHECK_TYPES)}.")
+    named = len(raw) > 1 or item.get("checks") is not None
+    return tuple(parse_check(c, f"{where}: check #{n}" if named else f"{where}: check") for n, c in enumerate(raw, 1))
 
 
-def check_output(case: Case, output: str | None, error_steps: int = 0) -> str | None:
-    """None when the output passes the case's check, else why not."""
-    if output is None:
-        return "no final answer"
-    problem = _check(case.check, output)
-    if problem:
-        return problem
+def _extra_problem(case: Case, output: str, error_steps: int) -> str:
     for banned in case.not_contains:
         if banned.lower() in output.lower():
             return f"output contains {banned!r}"
     if case.max_errors is not None and error_steps > case.max_errors:
         return f"{error_steps} unusable replies (at most {case.max_errors} allowed)"
-    return None
+    return ""
 
 
-def _check(check: dict[str, Any], output: str) -> str | None:
-    kind, value = check["type"], check["value"]
-    if kind == "exact":
-        expected, got = str(value).strip(), output.strip()
-        return None if got == expected else f"expected exactly {_differing(expected, got)}"
-    if kind == "contains":
-        values = value if isinstance(value, list) else [value]
-        folded = output.lower() if check.get("ignore_case") else output
-        missing = [v for v in values if (str(v).lower() if check.get("ignore_case") else str(v)) not in folded]
-        return f"missing {missing[0]!r}" if missing else None
-    if kind == "regex":
-        return None if re.search(value, output) else f"does not match /{value}/"
-    number = first_number(output)
-    tolerance = float(check.get("tolerance", 1e-9))
-    if number is None or not math.isclose(number, float(value), rel_tol=0, abs_tol=tolerance):
-        return f"expected a number within {tolerance:g} of {value}, got {_short(output)}"
-    return None
-
-
-def _short(text: str, limit: int = 120, start: int = 0) -> str:
-    """Text for a one-line reason: quoted, from `start`, cut short."""
-    text = ("…" + text[start:]) if start else text.strip()
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
-
-
-def _differing(expected: str, got: str) -> str:
-    """Both texts for the reason; long ones are shown from a little before where they first differ."""
-    at = next((i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), min(len(expected), len(got)))
-    start = at - 20 if at > 60 else 0
-    return f"{_short(expected, start=start)}, got {_short(got, start=start)}"
+def check_output(case: Case, output: str | None, error_steps: int = 0) -> str | None:
+    """None when a final answer passes the case's checks that need nothing but the answer, else why not."""
+    if output is None:
+        return "no final answer"
+    result = case.grade(Evidence(output=output), Graders(), error_steps)
+    return None if result.passed else result.reason

@@ -197,3 +197,48 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _text)
+
+
+# --- labelled cases: a reviewer's expected answer on a stored run (the admin's review queue) -------------------------
+
+
+class Unlabellable(ValueError):
+    """The run cannot become a case for this reviewer (its memory is its owner's): the message says why."""
+
+
+def memory_tools_used(run: Run) -> list[str]:
+    """The memory tools (recall, remember) the run called, by name."""
+    return sorted({s.data.get("name") for s in _steps(run) if s.kind == StepKind.TOOL} & MEMORY_TOOLS)
+
+
+def left_out(run: Run) -> list[str]:
+    """What a case made of the run does not carry over (as export_cases notes it)."""
+    return _left_out(run)
+
+
+def labelled_case(run: Run, *, labeller: Any, case_id: str, check: dict[str, Any]) -> dict[str, Any]:
+    """The run as export_cases makes it a case (its input, settings and tool outputs as fixtures), with `case_id`
+    and the reviewer's `check`; a run without a final answer too, since the reviewer gives the expected answer.
+    Memory is its owner's (as for export_cases): a run that called a memory tool raises Unlabellable unless
+    `labeller` owns it."""
+    used = memory_tools_used(run)
+    if used and run.owner_id != labeller.pk:
+        raise Unlabellable(f"It used {' and '.join(used)}: its memory is its owner's, so only its owner can label it.")
+    case = _case(run, set())
+    case.update(id=case_id, check=check)
+    return case
+
+
+LABELLED_HEADER = """\
+Eval cases labelled by reviewers in the admin's review queue (`export_cases --labelled` writes them all), {at}.
+Each is a stored run (its tool outputs as fixtures) with the reviewer's check; replay them with
+`run_evals --replay --cases FILE`."""
+
+
+def labelled_yaml(cases: Sequence[dict[str, Any]]) -> str:
+    """Labelled cases as a cases file: YAML that `load_cases` reads, in the same form as `to_yaml`'s."""
+    header = LABELLED_HEADER.format(at=timezone.now().strftime("%Y-%m-%d %H:%M UTC"))
+    text = "".join(f"# {line}\n" for line in header.splitlines())
+    body = yaml.dump(list(cases), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120,
+                     default_flow_style=None)  # fmt: skip
+    return text + str(body)

@@ -18,8 +18,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents import errors
-from agents.evals.cases import Case, check_output, load_cases
+from agents.evals import gates
+from agents.evals.cases import Case, cases_sha256, load_cases
+from agents.evals.checks import Outcome
+from agents.evals.evidence import evidence_of, graders_for
 from agents.evals.fixtures import FixtureBook
+from agents.evals.judging import judge_model
 from agents.evals.replay import execute as execute_replay
 from agents.models import EvalResult, EvalRun, Run, RunStatus
 from agents.providers import ProviderConfigError, validate_choice
@@ -41,14 +45,18 @@ class EvalConfig:
     only: str = ""
     replay: bool = False  # tool calls answered from each case's fixtures (agents.evals.replay), no real tool runs
     agent: str | None = None  # every case's run starts from this agent's configuration (the case's fields override)
+    repeat: int = 1  # attempts of each case and protocol
+    baseline: EvalRun | None = None  # the eval run this one is compared against (agents.evals.gates)
 
 
-def plan(cases: list[Case], protocol: str | None, replay: bool = False) -> list[tuple[Case, str]]:
-    """Every (case, protocol) pair to run. A replay in a given protocol runs every case in it: a run recorded in
-    one protocol is checked in the other."""
+def plan(cases: list[Case], protocol: str | None, replay: bool = False, repeat: int = 1) -> list[tuple[Case, str, int]]:
+    """Every (case, protocol, attempt) to run, attempts from 1 to `repeat`. A replay in a given protocol runs every
+    case in it: a run recorded in one protocol is checked in the other."""
     if replay and protocol is not None:
-        return [(c, protocol) for c in cases]
-    return [(c, p) for c in cases for p in c.protocols if protocol is None or p == protocol]
+        pairs = [(c, protocol) for c in cases]
+    else:
+        pairs = [(c, p) for c in cases for p in c.protocols if protocol is None or p == protocol]
+    return [(c, p, attempt) for c, p in pairs for attempt in range(1, repeat + 1)]
 
 
 def validate(config: EvalConfig) -> str:
@@ -73,6 +81,7 @@ def start_eval_run(*, cases: list[Case], config: EvalConfig, created_by=None) ->
     `finished_at` null. `run_into` runs it (in-process, or in a worker: `run_queued`)."""
     model = validate(config)
     _check_tools(cases)
+    _check_judges(cases, config.provider, model)
     return EvalRun.objects.create(
         created_by=created_by,
         provider=config.provider,
@@ -82,7 +91,17 @@ def start_eval_run(*, cases: list[Case], config: EvalConfig, created_by=None) ->
         cases_file=f"{config.cases_file}{REPLAY_MARK}"[:300] if config.replay else config.cases_file,
         only=config.only,
         agent=config.agent or "",
+        cases_sha256=_sha256(config.cases_file),
+        repeat=config.repeat,
+        baseline=config.baseline,
     )
+
+
+def _sha256(cases_file: str) -> str:
+    try:
+        return cases_sha256(_cases_path(cases_file)) if cases_file else ""
+    except OSError:
+        return ""
 
 
 def run_into(
@@ -96,12 +115,12 @@ def run_into(
     summary. When anything fails (a case raises, the process is being stopped), the results stored so far are
     summarised and `finished_at` is set before the exception goes on: an eval run never stays running with no word.
     """
-    work = plan(cases, config.protocol, config.replay)
+    work = plan(cases, config.protocol, config.replay, config.repeat)
     model = eval_run.model
 
-    def one(item: tuple[Case, str]) -> EvalResult:
+    def one(item: tuple[Case, str, int]) -> EvalResult:
         try:
-            result = _run_case(eval_run, item[0], item[1], config, model)
+            result = _run_case(eval_run, item, config, model)
         finally:
             if config.concurrency > 1:
                 connection.close()  # each worker thread has its own connection
@@ -150,6 +169,8 @@ def config_for(eval_run: EvalRun, *, concurrency: int = 1) -> EvalConfig:
         only=eval_run.only,
         replay=replay,
         agent=eval_run.agent or None,
+        repeat=eval_run.repeat,
+        baseline=eval_run.baseline,
     )
 
 
@@ -170,7 +191,7 @@ def run_queued(*, eval_run_id: int, concurrency: int = 1) -> str:
     config = config_for(eval_run, concurrency=concurrency)
     try:
         cases = load_cases(_cases_path(config.cases_file), config.only or None)
-        validate(config)
+        _check_judges(cases, config.provider, validate(config))
         _check_tools(cases)
     except Exception as exc:
         _finish_failed(eval_run, exc)
@@ -196,6 +217,14 @@ def _check_tools(cases: list[Case]) -> None:
             raise errors.InvalidRequest({"cases": [f"case '{case.id}' names unknown tool(s): {', '.join(unknown)}"]})
 
 
+def _check_judges(cases: list[Case], provider: str, model: str) -> None:
+    """Every judge model a case names (or AGENT_EVAL_JUDGE_MODEL) must be allowed and configured, before anything is
+    stored (errors.InvalidRequest)."""
+    named = {check.spec.get("model") for case in cases for check in case.checks if check.type == "judge"}
+    for one in sorted(named, key=str):
+        judge_model(one, provider, model)
+
+
 EVAL_USER_PREFIX = "eval-"
 
 
@@ -210,27 +239,41 @@ def eval_users(path: str = "") -> Q:
     return Q(**{f"{path}username__startswith": EVAL_USER_PREFIX, f"{path}is_active": False})
 
 
-def _run_case(eval_run: EvalRun, case: Case, protocol: str, config: EvalConfig, model: str) -> EvalResult:
+def _run_case(eval_run: EvalRun, item: tuple[Case, str, int], config: EvalConfig, model: str) -> EvalResult:
+    case, protocol, attempt = item
     user = _case_user()
     book = FixtureBook(case.fixtures or ()) if config.replay else None
+    cost = 0
     for goal in case.setup:
-        _execute(user, goal, protocol, config, model, case, book)
+        cost += _execute(user, goal, protocol, config, model, case, book).cost_nanos or 0
     started = time.perf_counter()
     run = _execute(user, case.input, protocol, config, model, case, book)
     latency_ms = (time.perf_counter() - started) * 1000
-    error_steps = run.steps.filter(kind="error").count()
-    reason = book.problem if book is not None and book.problem else _reason(case, run, error_steps)
+    evidence = evidence_of(run, latency_ms)
+    cost += evidence.cost_nanos or 0
+    reason = book.problem if book is not None and book.problem else _stopped(run)
+    passed, score = False, 0.0
+    outcomes: tuple[Outcome, ...] = ()
+    if not reason:
+        error_steps = run.steps.filter(kind="error").count()
+        graded = case.grade(evidence, graders_for(user, config.provider, model), error_steps)
+        passed, score, reason, outcomes = graded.passed, graded.score, graded.reason, graded.outcomes
+        cost += graded.cost_nanos
     return EvalResult.objects.create(
         eval_run=eval_run,
         case_id=case.id,
         protocol=protocol,
+        attempt=attempt,
         run=run,
-        passed=reason is None,
+        passed=passed,
+        score=score,
+        checks=[o.as_dict() for o in outcomes],
         reason=reason or "",
         output=run.output,
         turns=run.turns,
         latency_ms=latency_ms,
         tokens=run.total_tokens,
+        cost_nanos=cost,
     )
 
 
@@ -254,12 +297,13 @@ def _execute(
     return drive.execute(run_id=run.pk)
 
 
-def _reason(case: Case, run: Run, errors: int) -> str | None:
+def _stopped(run: Run) -> str:
+    """Why a case's run gave no final answer to check ("" when it gave one)."""
     if run.status == RunStatus.AWAITING_APPROVAL:
         return "paused for approval (evals run no sensitive tool)"
     if run.stop_reason != "final_answer":
         return f"stopped: {run.stop_reason}" + (f" ({run.error})" if run.error else "")
-    return check_output(case, run.output, errors)
+    return ""
 
 
 def _summarise(eval_run: EvalRun, results: list[EvalResult]) -> EvalRun:
@@ -267,6 +311,8 @@ def _summarise(eval_run: EvalRun, results: list[EvalResult]) -> EvalRun:
     eval_run.total = len(results)
     eval_run.passed = sum(r.passed for r in results)
     eval_run.pass_rate = eval_run.passed / eval_run.total if results else 0.0
+    eval_run.score = statistics.fmean(r.score for r in results) if results else 0.0
+    eval_run.cost_nanos = sum(r.cost_nanos for r in results)
     eval_run.mean_turns = statistics.fmean(r.turns for r in results) if results else 0.0
     eval_run.p50_latency_ms, eval_run.p95_latency_ms = _p50_p95(latencies)
     eval_run.tokens = sum(r.tokens for r in results)
@@ -282,3 +328,21 @@ def _p50_p95(values: list[float]) -> tuple[float, float]:
         return values[0], values[0]
     cuts = statistics.quantiles(values, n=100, method="inclusive")
     return cuts[49], cuts[94]
+
+
+def hold_gate(eval_run: EvalRun, *, min_pass_rate: float | None = None, max_drop: float = 0.0) -> gates.Verdict:
+    """The release gate on a finished eval run (`run_evals --min-pass-rate`, `--baseline` and `--max-drop`), stored
+    on it. `min_pass_rate` defaults to 1.0 without a baseline and to 0 with one (the baseline's floor decides)."""
+    baseline = eval_run.baseline
+    if min_pass_rate is None:
+        min_pass_rate = 0.0 if baseline is not None else 1.0
+    gate = gates.Gate(
+        min_pass_rate=min_pass_rate,
+        max_drop=max_drop,
+        baseline_id=baseline.pk if baseline is not None else None,
+        baseline_pass_rate=baseline.pass_rate if baseline is not None else None,
+    )
+    verdict = gates.hold(list(eval_run.results.all()), gate, list(baseline.results.all()) if baseline else None)
+    eval_run.gate = verdict.as_dict()
+    eval_run.save(update_fields=["gate"])
+    return verdict

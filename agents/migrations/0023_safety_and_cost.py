@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 # The day's spend joins its tokens: the usage trigger (0010) also adds the difference of the run's cost_nanos, in the
 # same statement as its tokens (a priced call always has tokens). SQLite's trigger is recreated after every migrate
-# too (agents/limits/dbtriggers.py), so its text there is the same as here.
+# too (agents/usage/dbtriggers.py), so its text there is the same as here.
 SQLITE_TRIGGER = """
 CREATE TRIGGER IF NOT EXISTS agents_run_daily_usage AFTER UPDATE OF prompt_tokens, completion_tokens ON agents_run
 WHEN NEW.prompt_tokens + NEW.completion_tokens > OLD.prompt_tokens + OLD.completion_tokens

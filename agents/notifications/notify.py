@@ -1,4 +1,4 @@
-"""Telling people about a run: reviewers by e-mail when it starts waiting, the owner's webhooks (API.md v1.1).
+"""Telling people about a run: reviewers by e-mail when it starts waiting, the owner's webhooks (docs/api.md#webhooks).
 
 Called by the services after the commit that changed the run's status, never inside a transaction. In the request
 they stay cheap: one indexed read (the owner's webhooks), then rows and tasks only for what must be sent; the
@@ -18,11 +18,11 @@ from django.urls import reverse
 from django.utils.text import Truncator
 
 from agents import tasks
-from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunStatus, WebhookEvent
 from agents.notifications import webhooks
 from agents.permissions import REVIEW_PERMISSION
 from agents.runs import selectors
+from agents.usage.owners import OwnerFacts
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Webhooks (API.md v1.1): register an endpoint, fan a run event out to its owner's endpoints, sign, deliver.
+"""Webhooks (docs/api.md#webhooks): register an endpoint, fan a run event out to its owner's endpoints, sign, deliver.
 
 A delivery is a row written after the commit that made the event happen, and POSTed by the task worker, never in a
 request; an attempt that does not get a 2xx is retried with exponential backoff, and every attempt is recorded.
@@ -28,9 +28,9 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from agents import errors, tasks
+from agents import errors, periodic, tasks
 from agents.models import DeliveryStatus, Run, Webhook, WebhookAttempt, WebhookDelivery, WebhookEvent
-from agents.runs import representation
+from agents.runs import leases, representation
 
 log = logging.getLogger(__name__)
 
@@ -142,26 +142,27 @@ def announce(run: Run, event: str) -> int:
         return 0
     now = timezone.now()
     run_object = render_run(run)
-    deliveries = []
-    for webhook_id in hooks:
-        delivery_id = uuid.uuid4()
-        body = {"id": str(delivery_id), "event": event, "created_at": _iso(now), "run": run_object}
-        deliveries.append(
-            WebhookDelivery(
-                id=delivery_id,
-                webhook_id=webhook_id,
-                event=event,
-                run_id=run.pk,
-                payload=json.dumps(body, separators=(",", ":")),
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
+    deliveries = [_delivery(webhook_id, run, event, run_object, now) for webhook_id in hooks]
     with transaction.atomic():  # a delivery is never left without its task
         WebhookDelivery.objects.bulk_create(deliveries)
         for delivery in deliveries:
             _enqueue(delivery.pk)
     return len(deliveries)
+
+
+def _delivery(webhook_id, run: Run, event: str, run_object: dict, now: datetime) -> WebhookDelivery:
+    """One webhook's delivery of `event` (not saved), its payload written out once."""
+    delivery_id = uuid.uuid4()
+    body = {"id": str(delivery_id), "event": event, "created_at": _iso(now), "run": run_object}
+    return WebhookDelivery(
+        id=delivery_id,
+        webhook_id=webhook_id,
+        event=event,
+        run_id=run.pk,
+        payload=json.dumps(body, separators=(",", ":")),
+        next_attempt_at=now,
+        created_at=now,
+    )
 
 
 def render_run(run: Run) -> dict:
@@ -196,9 +197,11 @@ def retry_delay_s(attempts: int) -> float:
 STUCK_S = 300.0  # a pending delivery this far past its attempt time lost its task (a worker killed mid-attempt)
 
 
+@periodic.every("webhooks", lambda: leases.lease_s() / 3)
 def sweep_stuck(limit: int = 100) -> int:
-    """The worker's schedule: queue again the pending deliveries whose task was lost. Delivery is at least once: a
-    task that was only late may POST once more, with the same X-Reactsite-Delivery id for the receiver to drop it."""
+    """A sweep (agents/periodic.py): queue again the pending deliveries whose task was lost. Delivery is at least
+    once: a task that was only late may POST once more, with the same X-Reactsite-Delivery id for the receiver to drop
+    it."""
     now = timezone.now()
     stale = WebhookDelivery.objects.filter(
         status=DeliveryStatus.PENDING, next_attempt_at__lt=now - timedelta(seconds=STUCK_S)
@@ -253,13 +256,7 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
     if problem is not None:
         return None, problem[:ERROR_CHARS]
     body = delivery.payload.encode()
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": f"reactsite-webhooks/{settings.VERSION}",
-        "X-Reactsite-Event": delivery.event,
-        "X-Reactsite-Delivery": str(delivery.pk),
-        "X-Reactsite-Signature": sign(delivery.webhook.secret, int(time.time()), body),
-    }
+    headers = _headers(delivery, body)
     try:
         with _session() as session:
             response = session.post(
@@ -278,6 +275,17 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
     except requests.RequestException as exc:
         return None, _reason(exc)
     return response.status_code, ""
+
+
+def _headers(delivery: WebhookDelivery, body: bytes) -> dict[str, str]:
+    """The delivery's headers, its signature of `body` made now."""
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": f"reactsite-webhooks/{settings.VERSION}",
+        "X-Reactsite-Event": delivery.event,
+        "X-Reactsite-Delivery": str(delivery.pk),
+        "X-Reactsite-Signature": sign(delivery.webhook.secret, int(time.time()), body),
+    }
 
 
 def _reason(exc: BaseException) -> str:

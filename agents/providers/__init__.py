@@ -89,10 +89,10 @@ def get_provider(name: str, model: str | None = None) -> Provider:
 
 def warm() -> list[str]:
     """Import the module (and SDK) of every allowed provider that has its key, before the process serves: importing
-    the openai SDK takes ~0.7 s and the anthropic SDK ~1.7 s, during which, on a first call, every run in flight in a
-    gevent process waits. A provider without its key is left unimported (the anthropic SDK alone is ~40 MB a
-    process). One that fails to import is logged and left for its first call to report, as without a warm-up: the
-    process still serves the others. Returns the names imported."""
+    an SDK takes a noticeable part of a second, during which, on a first call, every run in flight in a gevent
+    process waits. A provider without its key is left unimported (an SDK costs tens of megabytes a process;
+    docs/performance.md, "Figures behind the code"). One that fails to import is logged and left for its first call
+    to report, as without a warm-up: the process still serves the others. Returns the names imported."""
     names = []
     for name in usable():
         try:

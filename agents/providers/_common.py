@@ -157,7 +157,7 @@ def connection_limits(sdk_default: Any) -> Any:
 # The Stainless SDKs (openai, anthropic) describe the host on every request: language, SDK version, OS, CPU
 # architecture, Python implementation and version, sync or async. None of it is needed by the APIs, it tells a third
 # party about our servers, and each header costs work on every call (the SDK merges and validates it, httpx and h11
-# normalise it): without these seven a model call runs ~430 fewer Python calls (2,921 -> 2,487, cProfile). The SDKs'
+# normalise it): without these seven a model call runs markedly fewer Python calls (docs/performance.md). The SDKs'
 # own way to leave a default header out is their `Omit` marker. The per-request ones (retry count, read timeout) stay.
 PLATFORM_HEADERS = (
     "X-Stainless-Lang",
@@ -182,7 +182,7 @@ _CLIENTS_LOCK = threading.Lock()
 def cached_client(kind: str, base_url: str, api_key: str, build: Callable[[], Any]) -> Any:
     """One SDK client per (provider, base URL, key), reused so connection pools stay warm."""
     key = (kind, base_url, api_key)
-    client = _CLIENTS.get(key)  # the common case, without the lock (a gevent lock is Python code: ~2 % of a worker)
+    client = _CLIENTS.get(key)  # the common case, without the lock (a gevent lock is Python code, costly on a hot path)
     if client is not None:
         return client
     with _CLIENTS_LOCK:

@@ -198,6 +198,22 @@ def parse_reply(name: str, data: dict[str, Any]) -> ModelReply:
     content = data.get("content")
     if data.get("type") == "error" or not isinstance(content, list):
         raise ModelError(f"{name}: unexpected reply shape (no content list)")
+    texts, thinking, calls, other = _read_blocks(name, content)
+    stop = data.get("stop_reason")
+    finish = FINISHES.get(stop) if isinstance(stop, str) else None
+    return ModelReply(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        usage=parse_usage(data.get("usage")),
+        reasoning="\n".join(t for t in thinking if t.strip()) or None,
+        finish=finish,
+        blocks=tuple(content) if other or finish == Finish.PAUSED else (),
+    )
+
+
+def _read_blocks(name: str, content: list[Any]) -> tuple[list[str], list[str], list[ToolCall], bool]:
+    """A reply's content blocks: its texts, its thinking, its tool calls, and whether any block is of another kind
+    (thinking included) that only the blocks themselves can send back."""
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
@@ -215,16 +231,7 @@ def parse_reply(name: str, data: dict[str, Any]) -> ModelReply:
             other = True
             if kind == "thinking" and isinstance(block.get("thinking"), str):
                 thinking.append(block["thinking"])
-    stop = data.get("stop_reason")
-    finish = FINISHES.get(stop) if isinstance(stop, str) else None
-    return ModelReply(
-        text="".join(texts),
-        tool_calls=tuple(calls),
-        usage=parse_usage(data.get("usage")),
-        reasoning="\n".join(t for t in thinking if t.strip()) or None,
-        finish=finish,
-        blocks=tuple(content) if other or finish == Finish.PAUSED else (),
-    )
+    return texts, thinking, calls, other
 
 
 def parse_tool_use(name: str, block: dict[str, Any]) -> ToolCall:

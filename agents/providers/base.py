@@ -16,7 +16,7 @@ class Provider(ABC):
 
     name: str = ""
     default_model: str = ""
-    # Whether its models take images in a run's input (API.md v1.2, "Images on a run"); AGENT_VISION_MODELS_<NAME>,
+    # Whether its models take images in a run's input (docs/api.md#images-on-a-run); AGENT_VISION_MODELS_<NAME>,
     # when set, names the models that do instead (agents.providers.accepts_images).
     vision: bool = False
 

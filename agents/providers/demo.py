@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from agents.engine import parts
-from agents.engine.prompts import DENIED, REFLECT, RETRY
+from agents.engine.prompts import DENIED, JUDGE_MARK, REFLECT, RETRY
 from agents.engine.types import CallStopped, ModelReply, ModelRequest, StopReason, ToolCall, Usage
 from agents.engine.wrapping import unwrap
 from agents.providers.base import Provider
@@ -145,6 +145,8 @@ class DemoProvider(Provider):
             request.on_text(word)
 
     def plan(self, goal: str, observations: list[str], available: set[str]) -> _Plan:
+        if goal.startswith(JUDGE_MARK):
+            return judged(goal)
         segments = arithmetic_segments(goal)
         if segments is not None:
             return _arithmetic(segments, observations, available)
@@ -160,6 +162,38 @@ class DemoProvider(Provider):
         if ask:
             return _single_tool(f"agent_{ask.group(1)}", {"input": ask.group(2)}, observations, available)
         return _Plan(thought="This is not something the demo model can do.", answer=HELP)
+
+
+_QUOTED = re.compile(r'"([^"]+)"|\u201c([^\u201d]+)\u201d')
+_SECTION = re.compile(
+    r"Rubric:\n(?P<rubric>.*?)\n\nThe task the answer was given:\n.*?\n\nThe answer to grade:\n(?P<answer>.*)"
+    r"\n\nReply with only",
+    re.S,
+)
+_STOP = frozenset(
+    "the and that this with from answer should must mentions mention says about which their there".split()
+)
+
+
+def judged(prompt: str) -> _Plan:
+    """An eval judge's verdict (agents/engine/prompts.py JUDGE), by rule: the share of the rubric's quoted terms (else
+    its words of five letters or more) that the answer contains. Honest, offline, and enough to try `judge` checks."""
+    match = _SECTION.search(prompt)
+    rubric, answer = (match.group("rubric"), match.group("answer")) if match else ("", "")
+    terms = [a or b for a, b in _QUOTED.findall(rubric)] or [
+        w for w in dict.fromkeys(re.findall(r"[A-Za-z]{5,}", rubric.lower())) if w not in _STOP
+    ]
+    found = [t for t in terms if t.lower() in answer.lower()]
+    score = round(len(found) / len(terms), 2) if terms else 0.0
+    missing = [t for t in terms if t not in found]
+    reason = (
+        "It has "
+        + (", ".join(found) or "none of the rubric's terms")
+        + (f"; it lacks {', '.join(missing)}." if missing else ".")
+    )
+    return _Plan(
+        thought="I compare the answer with the rubric's terms.", answer=json.dumps({"score": score, "reason": reason})
+    )
 
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON

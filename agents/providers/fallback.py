@@ -1,5 +1,8 @@
 """Fallback models (docs/fallback-models.md): when the primary fails with a retryable error after its retries, or is
-rate-limited, the next "provider/model" of the run's list answers instead."""
+rate-limited, the next "provider/model" of the run's list answers instead.
+
+In a run this is the model at the core of the host's call pipeline (agents/runs/calls.py), inside its `price` stage:
+a fallback's reply names the model that answered, so that model's price applies."""
 
 from __future__ import annotations
 

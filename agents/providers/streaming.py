@@ -277,41 +277,66 @@ def stream_call(
         retries = 0
         while True:
             folded = assembler()
+            response = _open(name, open_response, errors, budget, state)
             try:
-                response = open_response()
-            except (errors.base, ValueError, *errors.transport) as exc:  # type: ignore[misc]
-                raise _common.failed(name, exc, errors, budget, state.attempts) from None
-            checked = time.monotonic()
-            try:
-                if "json" in response.headers.get("content-type", ""):
-                    return _whole(name, response, request)
-                lines = response.iter_lines()
-                for event, data in sse_events(lines):
-                    folded.feed(event, data)
-                    now = time.monotonic()
-                    if now >= budget.deadline:
-                        raise CallStopped(StopReason.TIMEOUT, folded.partial_usage())
-                    if request.interrupted is not None and now - checked >= INTERRUPT_CHECK_S:
-                        checked = now
-                        if request.interrupted():
-                            raise CallStopped(StopReason.CANCELLED, folded.partial_usage())
-                    if folded.complete() and data.strip() == "[DONE]":
-                        for _ in lines:  # the body's end, as the SDK's own Stream reads it: the connection is kept
-                            pass
-                        break
-                body: dict[str, Any] = folded.body()
-                return body
+                return _read(name, response, folded, budget, request)
             except (StreamCut, errors.base, *errors.transport) as exc:  # type: ignore[misc]
-                if retries >= budget.max_retries or state.left() < _common.MIN_RETRY_WINDOW_S:
-                    if isinstance(exc, StreamCut):
-                        log.warning("LLM call failed: %s: the stream ended early", name)
-                        raise ModelError(f"{name}: the reply stream ended early", retryable=True) from None
-                    raise _common.failed(name, exc, errors, budget, state.attempts) from None
+                _raise_unless_retrying(name, exc, errors, budget, state, retries)
                 retries += 1
                 if folded.emitted and request.on_retry is not None:
                     request.on_retry()
             finally:
                 response.close()
+
+
+def _open(
+    name: str,
+    open_response: Callable[[], Any],
+    errors: _common.SdkErrors,
+    budget: _common.Budget,
+    state: _common.CallState,
+) -> Any:
+    """The response of one attempt; the SDK has already retried what it retries, so a failure here is final."""
+    try:
+        return open_response()
+    except (errors.base, ValueError, *errors.transport) as exc:  # type: ignore[misc]
+        raise _common.failed(name, exc, errors, budget, state.attempts) from None
+
+
+def _read(name: str, response: Any, folded: Any, budget: _common.Budget, request: Any) -> dict[str, Any]:
+    """One opened response, read to its end: the assembled body. Between chunks the deadline is checked and, every
+    INTERRUPT_CHECK_S, `request.interrupted()` (CallStopped with the usage reported so far)."""
+    checked = time.monotonic()
+    if "json" in response.headers.get("content-type", ""):
+        return _whole(name, response, request)
+    lines = response.iter_lines()
+    for event, data in sse_events(lines):
+        folded.feed(event, data)
+        now = time.monotonic()
+        if now >= budget.deadline:
+            raise CallStopped(StopReason.TIMEOUT, folded.partial_usage())
+        if request.interrupted is not None and now - checked >= INTERRUPT_CHECK_S:
+            checked = now
+            if request.interrupted():
+                raise CallStopped(StopReason.CANCELLED, folded.partial_usage())
+        if folded.complete() and data.strip() == "[DONE]":
+            for _ in lines:  # the body's end, as the SDK's own Stream reads it: the connection is kept
+                pass
+            break
+    body: dict[str, Any] = folded.body()
+    return body
+
+
+def _raise_unless_retrying(
+    name: str, exc: Exception, errors: _common.SdkErrors, budget: _common.Budget, state: _common.CallState, retries: int
+) -> None:
+    """A broken stream is tried again while attempts and time are left; else the safe ModelError for it."""
+    if retries < budget.max_retries and state.left() >= _common.MIN_RETRY_WINDOW_S:
+        return
+    if isinstance(exc, StreamCut):
+        log.warning("LLM call failed: %s: the stream ended early", name)
+        raise ModelError(f"{name}: the reply stream ended early", retryable=True) from None
+    raise _common.failed(name, exc, errors, budget, state.attempts) from None
 
 
 def _whole(name: str, response: Any, request: Any) -> dict[str, Any]:

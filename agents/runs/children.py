@@ -7,8 +7,9 @@ run of its own (a worker takes it; waiting costs nothing, a crashed worker loses
 parent goes back on the queue, and the repeated call finds the child's answer. A parent driven in a request (a sync
 run, or a step run's advance) drives its child there and then, as it would wait for any slow tool. A child that
 stops for a human decision pauses its parent too (agents/runs/tree.py shows the pause on the ancestors); once the
-child goes on and is done, the parent is taken up again (a sync parent, whose caller has had its answer, continues as
-a background run; a step parent waits for its client's next advance).
+child goes on and is done, its settle step takes the parent up again (agents/runs/settle.py `resume_parent`: a sync
+parent, whose caller has had its answer, continues as a background run; a step parent waits for its client's next
+advance).
 
 Budgets hold across the tree: a child's deadline is at most its parent's, its turns at most what its parent has left,
 and a tree is at most AGENT_MAX_DEPTH deep. A cancel of a parent cancels its children (agents/runs/drive.py).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -27,11 +29,11 @@ from django.utils import timezone
 
 from agents.engine import ToolWaits
 from agents.errors import InvalidRequest, RunBusy, RunFinished
-from agents.limits.quotas import QuotaExceeded
 from agents.models import Agent, Run, RunMode, RunStatus, Step, StopReason
 from agents.runs import drive, runtime, submit, tree
 from agents.tools import Tool, ToolContext
 from agents.tools.registry import ToolError
+from agents.usage.quotas import QuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +120,12 @@ def _start(parent: Run, agent: str, text: str, call_id: str) -> Run:
     )
     try:
         options = submit.with_agent(options)
-        options = replace(
-            options,
-            max_turns=min(options.max_turns or settings.AGENT_DEFAULT_MAX_TURNS, turns_left),
-            timeout_s=min(options.timeout_s or settings.AGENT_DEFAULT_TIMEOUT_S, left_s),
-            sensitive_tools=tuple(sorted({*options.sensitive_tools, *parent.sensitive_tools})),
-        )
+        budget: dict[str, Any] = {
+            "max_turns": min(options.max_turns or settings.AGENT_DEFAULT_MAX_TURNS, turns_left),
+            "timeout_s": min(options.timeout_s or settings.AGENT_DEFAULT_TIMEOUT_S, left_s),
+            "sensitive_tools": tuple(sorted({*options.sensitive_tools, *parent.sensitive_tools})),
+        }
+        options = replace(options, **budget)
         with transaction.atomic():
             child = submit.start_run(owner=parent.owner, options=options)
             if child.deadline > parent.deadline:  # `left_s` was measured a moment before the child's start
@@ -144,39 +146,6 @@ def _message(exc: Exception) -> str:
     if isinstance(detail, dict):
         return " ".join(f"{field}: {' '.join(map(str, msgs))}" for field, msgs in detail.items())
     return str(exc)
-
-
-def on_run_done(sender, run: Run, **kwargs) -> None:
-    """A child is done: the ancestors that showed its pause stop showing it, and its parent is taken up again."""
-    if run.parent_id is None:
-        return
-    tree.unmirror(run)
-    resume(run.parent_id)
-
-
-def on_run_waiting(sender, run: Run, child_id: str, **kwargs) -> None:
-    """A parent was let go waiting on its child: if the child finished or paused meanwhile (its commit found the
-    parent still held, and so left it alone), act on it now."""
-    status = Run.objects.filter(pk=child_id).values_list("status", flat=True).first()
-    if status == RunStatus.DONE:
-        resume(run.pk)
-    elif status == RunStatus.AWAITING_APPROVAL:
-        tree.mirror_awaiting(Run(pk=child_id, parent_id=run.pk))
-
-
-def resume(parent_id) -> None:
-    """Take a parent up again after its child: a background parent is queued; a sync one too (its caller has its
-    answer: it continues as a background run); a step run waits for its client. Not while a process holds it (that
-    process reads the child's state itself), nor once it is done, nor when the request that decided for the child
-    takes it up itself (agents/runs/review.py)."""
-    if tree.taken_up_here(parent_id):  # the request deciding for the child drives it on itself
-        return
-    parent = Run.objects.filter(pk=parent_id, status=RunStatus.RUNNING).first()
-    if parent is None:
-        return
-    if parent.lease_owner and parent.lease_expires is not None and parent.lease_expires > timezone.now():
-        return
-    drive.continue_elsewhere(parent)
 
 
 def install() -> None:

@@ -21,11 +21,12 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
-from agents.runs import livebus
+from agents.runs import livebus, localbus
 
 log = logging.getLogger(__name__)
 CHANNEL = "reactsite_runs"
@@ -118,9 +119,9 @@ def _announce(listener: _Listener, run_id: str) -> None:
     """Tell every process that a stream follows this run, and wait (briefly) until our own listener heard it: the
     others heard it by then too, so the run's next model call streams its text.
 
-    The wait is on an event the listener sets when the announcement comes back, not a poll: 200 streams opened at
-    once each woke every 2 ms until theirs came, which kept a gevent worker's loop busy and so held the announcements
-    (and, before the stream let its connection go, 200 pooled connections) back longer still."""
+    The wait is on an event the listener sets when the announcement comes back, not a poll: streams opened at once
+    that each polled until theirs came kept a gevent worker's loop busy and so held the announcements (and, before
+    the stream let its connection go, as many pooled connections) back longer still."""
     outbox = livebus.outbox()
     if outbox is None:
         return
@@ -151,7 +152,7 @@ class _Listener:
         self._waiters: dict[str, set[Watch]] = defaultdict(set)
         self._parts = livebus.Parts()
         self.ready = threading.Event()  # set once listening (tests wait for it)
-        self.socket = None  # the local listener's socket
+        self.socket: Any = None  # the local listener's socket
         self._started = False
         self.followed: dict[str, float] = {}  # runs some process's stream follows, until when (its announcements)
         self._expected: dict[str, set[threading.Event]] = defaultdict(set)  # streams waiting for their announcement
@@ -216,6 +217,7 @@ class _Listener:
         with self._lock:
             watches = [w for w in self._waiters.get(run_id, ()) if w.inbox is not None]
         for watch in watches:
+            assert watch.inbox is not None  # kept above: only following watches
             watch.inbox.append((event, data))
             watch.event.set()
 
@@ -330,7 +332,7 @@ def _listen_postgres(listener: _Listener, stopped: threading.Event) -> None:
 
 def _listen_local(listener: _Listener, stopped: threading.Event) -> None:
     """The embedded default: live events arrive on this process's own socket (there are no rings to hear)."""
-    sock = listener.socket = livebus.local_socket()
+    sock = listener.socket = localbus.local_socket()
     sock.settimeout(1.0)
     try:
         listener._wake_all()

@@ -4,9 +4,7 @@ back when the process stops. No lock, transaction or connection is held across a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -16,13 +14,12 @@ from django.utils import timezone
 from agents import engine
 from agents.engine.dispatch import schema_error
 from agents.errors import InvalidRequest, RunBusy, RunFinished
-from agents.guardrails import guard_for
-from agents.limits import prices, quotas
-from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, StopReason
 from agents.providers import ProviderConfigError
-from agents.runs import doorbell, leases, live, persist, rows, runtime, signals, store, telemetry, tree
-from agents.tasks import advance_in_background
+from agents.runs import calls, doorbell, leases, live, persist, rows, runtime, settle, store, telemetry, tree
+from agents.runs.handoff import continue_elsewhere, enqueue
+from agents.usage import quotas
+from agents.usage.owners import OwnerFacts
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +40,6 @@ def execute(
     the caller read about a user with something else (the run's owner's spare reading their quota)."""
     held = hold(run_id, [RunStatus.QUEUED, RunStatus.RUNNING], start_budget=start_budget, facts=facts)
     return drive_held(held, units)
-
-
-def enqueue(run: Run, *, delay_s: float = 0.0) -> None:
-    """Put a background run on the task queue (a row in the same database, so it commits with the caller)."""
-    task = advance_in_background
-    if delay_s > 0:
-        task = task.using(run_after=timezone.now() + timedelta(seconds=delay_s))
-    task.enqueue(str(run.pk))
 
 
 BUSY_RETRY_S = 2.0
@@ -116,7 +105,7 @@ def cancel_run(*, run_id, actor=None) -> Run:
         raise RunFinished("The run is already done.")
     doorbell.ring(run_id)
     run = Run.objects.get(pk=run_id)
-    signals.run_done.send(sender=Run, run=run, facts=None)  # the conditional UPDATE made it done: once per run
+    settle.settle(run)  # the conditional UPDATE made it done: once per run
     for child_id in Run.objects.filter(parent_id=run_id).exclude(status=RunStatus.DONE).values_list("pk", flat=True):
         try:
             cancel_run(run_id=child_id, actor=actor)  # the children go with it (theirs too)
@@ -201,7 +190,7 @@ def drive_held(held: store.Held, units: int | None, decision: dict | None = None
     if handed_back:
         return held.result()
     if held.state.waiting is not None:  # let go waiting on a child run: it is taken up when the child is done
-        signals.run_waiting.send(sender=Run, run=held.run, child_id=held.state.waiting)
+        settle.let_go_waiting(held.run, held.state.waiting)
         held.run.status = Run.objects.filter(pk=held.run.pk).values_list("status", flat=True).first() or "done"
         return held.result()
     if held.run.mode == RunMode.BACKGROUND and held.state.status == RunStatus.RUNNING:
@@ -218,17 +207,6 @@ def _hand_back(held: store.Held) -> None:
         run.mode = RunMode.BACKGROUND
 
 
-def continue_elsewhere(run: Run) -> bool:
-    """Queue a run no worker holds any more, so another worker carries it on: a sync run (whose caller is gone)
-    continues as a background run; a step run waits for its client, so it stays. True when queued."""
-    if run.mode == RunMode.STEP:
-        return False
-    if run.mode == RunMode.SYNC:
-        Run.objects.filter(pk=run.pk, mode=RunMode.SYNC).update(mode=RunMode.BACKGROUND)
-    enqueue(run)
-    return True
-
-
 def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
     run = held.run
     now = timezone.now()
@@ -240,7 +218,7 @@ def apply_decision(held: store.Held, decision: dict, last: bool) -> None:
     paused_for = max((now - run.updated_at).total_seconds(), 0.0)
     run.deadline = run.deadline + timedelta(seconds=paused_for)
     held.state.deadline = rows.to_epoch(run.deadline)
-    toolset, guard = runtime.build_toolset(run), unheld_guard(run)
+    toolset, guard = runtime.build_toolset(run), calls.unheld_guard(run)
     # The decisions are stored before the tools they allow run: a worker dying in a tool call loses no decision.
     state, events = engine.decide(
         held.state,
@@ -271,20 +249,18 @@ def _units(held: store.Held, units: int | None) -> None:
         state.finish(engine.StopReason.MODEL_ERROR, error=str(exc))
         return store.commit_unit(held, state, [], release=True)
     held.admission = quotas.Admission.for_run(held.run.owner_id, held.state.deadline, held.facts, held.run.pk)
-    guard = unheld_guard(held.run)
+    guard = calls.unheld_guard(held.run)
     quiet = guard is not None and guard.watches("output")  # the words go out only once redacted and accepted
-    model, toolset, done = Unheld(model, held.admission, held, quiet=quiet), runtime.build_toolset(held.run), 0
-    while (
-        held.state.status == RunStatus.RUNNING and not _waits(held.state) and (units is UNTIL_STOPPED or done < units)
-    ):
+    model, toolset, done = calls.for_run(held, model, quiet=quiet), runtime.build_toolset(held.run), 0
+    while held.state.status == RunStatus.RUNNING and not _waits(held.state) and (units is None or done < units):
         with telemetry.unit(held.run):
-            _unit(held, model, toolset, last_unit=units is not UNTIL_STOPPED and done + 1 >= units, guard=guard)
+            _unit(held, model, toolset, last_unit=units is not None and done + 1 >= units, guard=guard)
         done += 1
 
 
 def _unit(held: store.Held, model, toolset, last_unit: bool, guard=None) -> None:
     """One unit in two commits: the model's reply is stored before any tool it asked for runs (in one when it asked
-    only for instant tools, which run with it: agents/engine/loop.py `instant_calls`)."""
+    only for instant tools, which run with it: agents/engine/plan.py `instant_calls`)."""
     clock, stop, sink = runtime.clock, held.interrupt, held.live
     state, events = engine.advance(held.state, model, toolset, clock, stop, reply_only=True, live=sink, guard=guard)
     calls_wait = state.status == RunStatus.RUNNING and bool(engine.pending_calls(state))
@@ -297,105 +273,3 @@ def _unit(held: store.Held, model, toolset, last_unit: bool, guard=None) -> None
 def _waits(state) -> bool:
     """Whether the unit ended waiting on something that comes later (a child run): the run is let go meanwhile."""
     return state.waiting is not None
-
-
-class Unheld:
-    """A model whose calls hold no database connection: ours goes back (to the pool, or closed) before each call.
-
-    A run waits on its model for seconds; a connection held meanwhile is one of PostgreSQL's ~100 doing nothing.
-    Inside an atomic block (a caller's transaction, as in tests) the connection stays: closing it would break that.
-    A streamed call (a live sink) asks whether the run was cancelled between chunks: `Cancelled` answers without
-    holding a connection either.
-    """
-
-    def __init__(
-        self, model, admission: quotas.Admission | None = None, held: store.Held | None = None, quiet: bool = False
-    ) -> None:
-        self.model, self.admission, self.held, self.quiet = model, admission, held, quiet
-
-    def complete(self, request):
-        if leases.stopping():  # this process is going away: hand the run on rather than start a call
-            raise leases.Stopping
-        if self.admission is not None:  # the owner's daily quota: wait for room (holding nothing), or stop (HostStop)
-            self.admission.leave()  # a reservation of an earlier call whose unit did not commit (a reflection)
-            self.admission.enter(request.timeout_s, idle=store.release_connection, request=request)
-        store.release_connection()
-        live_sink = self.held.live if self.held is not None else None
-        if request.on_text is not None and (self.quiet or live_sink is None or not live_sink.streams()):
-            request = dataclasses.replace(request, on_text=None, on_retry=None)  # no one follows: a plain call
-        try:
-            with telemetry.model_call(self.held.run if self.held is not None else None, request) as record:
-                if self.held is None or request.on_text is None:
-                    reply = self.model.complete(request)
-                else:
-                    with doorbell.watching(self.held.run.pk) as bell:
-                        checked = dataclasses.replace(request, interrupted=Cancelled(self.held.run.pk, bell))
-                        reply = self.model.complete(checked)
-                record.reply = self._priced(reply)
-                return record.reply
-        finally:
-            if self.held is not None and self.held.live is not None:
-                self.held.live.flush()
-            store.reacquire_connection()
-
-    def _priced(self, reply):
-        """The reply with its cost, at the price of the model that answered (a fallback names itself)."""
-        if self.held is None:
-            return reply
-        provider, model = self.held.run.provider, self.held.run.model
-        if reply.model is not None:
-            provider, _, model = reply.model.partition("/")
-        return prices.priced(reply, provider, model)
-
-
-def unheld_guard(run: Run):
-    """The run's guardrails (None without any); a guard that calls out (a moderation endpoint, a team's hook) holds no
-    database connection while it does, like a model call."""
-    guard = guard_for(run)
-    if guard is None or not getattr(guard, "calls_out", False):
-        return guard
-    return UnheldGuard(guard)
-
-
-class UnheldGuard:
-    """A Guard whose checks hold no database connection (ours goes back before each, and is taken again after)."""
-
-    def __init__(self, guard) -> None:
-        self.guard = guard
-
-    def redact(self, stage: str, text: str) -> str:
-        return self.guard.redact(stage, text)
-
-    def watches(self, stage: str) -> bool:
-        return self.guard.watches(stage)
-
-    def check(self, stage, text=None, tool=None, arguments=None):
-        store.release_connection()
-        try:
-            return self.guard.check(stage, text, tool=tool, arguments=arguments)
-        finally:
-            store.reacquire_connection()
-
-
-class Cancelled:
-    """Asked between the chunks of a streamed call: was the run cancelled? With a doorbell it reads the database only
-    after the run's bell rang (a cancel rings it); without one, at most every POLL_S. The connection goes back at
-    once: the call holds none."""
-
-    POLL_S = 0.5
-
-    def __init__(self, run_id, bell, clock=time.monotonic) -> None:
-        self.run_id, self.bell, self.clock, self.checked = run_id, bell, clock, clock()
-
-    def __call__(self) -> bool:
-        if self.bell is not None:
-            if not self.bell.is_set():
-                return False
-            self.bell.clear()
-        elif self.clock() - self.checked < self.POLL_S:
-            return False
-        self.checked = self.clock()
-        try:
-            return Run.objects.filter(pk=self.run_id, status=RunStatus.DONE).exists()
-        finally:
-            store.release_connection()

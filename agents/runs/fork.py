@@ -9,6 +9,7 @@ a child of the fork when the fork runs it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -17,14 +18,13 @@ from django.utils import timezone
 
 from agents.errors import InvalidRequest
 from agents.guardrails import guard_for, redact_input
-from agents.limits import quotas
-from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus, Step
-from agents.providers import ProviderConfigError, validate_choice
+from agents.runconfig import validate
+from agents.runconfig.config import RunConfig
+from agents.runconfig.options import FORK_OPTIONS
 from agents.runs import drive, rows, telemetry
-
-# What a fork may change besides its start (the API's fork body; `input` and `tool_output` are edits of the record).
-SETTINGS = ("provider", "model", "max_turns", "timeout_s", "instructions", "temperature", "max_output_tokens")
+from agents.usage import quotas
+from agents.usage.owners import OwnerFacts
 
 
 def fork_run(*, run_id, actor, from_step: int, overrides: dict[str, Any], facts: OwnerFacts | None = None) -> Run:
@@ -82,48 +82,39 @@ def _guard_edits(run: Run, overrides: dict, events: list[dict]) -> None:
 
 
 def _new_fork(original: Run, actor, from_step: int, overrides: dict, events: list[dict]) -> Run:
-    """The fork's row: the original's settings under the overrides, its counters as of step `from_step`."""
-    values = {name: overrides.get(name, getattr(original, name)) for name in SETTINGS}
-    if "provider" in overrides and "model" not in overrides:
-        values["model"] = None  # another provider: its default model
-    try:
-        values["model"] = validate_choice(values["provider"], values["model"])
-    except ProviderConfigError as exc:
-        raise InvalidRequest({"model" if "Model" in str(exc) else "provider": [str(exc)]}) from None
+    """The fork's row: the original's config under the overrides, its counters as of step `from_step`."""
+    config = _fork_config(original.config, overrides)
     mode = overrides.get("mode", RunMode.SYNC)
     model_steps = [e for e in events if e["kind"] == "model"]
     reflections = [i for i, e in enumerate(model_steps) if e.get("reflection")]
     now = timezone.now()
     return Run(
+        **config.columns(),
         owner=actor,
         history=original.history,
         agent=original.agent,
-        output_schema=original.output_schema,
         metadata=original.metadata,
         trace_context=telemetry.carrier(),
-        input=redact_input(original.guardrails, overrides["input"]) if "input" in overrides else original.input,
+        input=redact_input(config.guardrails, overrides["input"]) if "input" in overrides else original.input,
         input_parts=None if "input" in overrides else original.input_parts,
         mode=mode,
-        protocol=original.protocol,
-        tools=original.tools,
-        sensitive_tools=original.sensitive_tools,
-        subagents=original.subagents,
-        max_total_tokens=original.max_total_tokens,
-        max_tool_calls=original.max_tool_calls,
-        tool_limits=original.tool_limits,
-        guardrails=original.guardrails,
-        fallback_models=original.fallback_models,
-        max_reflections=original.max_reflections,
-        approval_ttl_s=original.approval_ttl_s,
         forked_from_run=original.pk,
         forked_from_step=from_step,
         turns=len(model_steps),
         reflections=len(reflections),
         attempt_start_turn=(reflections[-1] + 1) if reflections else 0,
         status=RunStatus.QUEUED if mode == RunMode.BACKGROUND else RunStatus.RUNNING,
-        deadline=now + timedelta(seconds=values["timeout_s"]),
+        deadline=now + timedelta(seconds=config.timeout_s),
         version=1,  # it has steps: a take reads them
         created_at=now,
         updated_at=now,
-        **values,
     )
+
+
+def _fork_config(config: RunConfig, overrides: dict) -> RunConfig:
+    """The original's config with the options a fork may change (FORK_OPTIONS) as the overrides give them; another
+    provider without a model: that provider's default model, checked."""
+    changes = {name: overrides[name] for name in FORK_OPTIONS if name in overrides}
+    model = changes.get("model", None if "provider" in changes else config.model)
+    changes["provider"], changes["model"] = validate.checked_model(changes.get("provider", config.provider), model)
+    return replace(config, **changes)

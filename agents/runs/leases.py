@@ -5,7 +5,7 @@ within seconds, and the sweep (`recovery.sweep_orphans`, run by every `run_worke
 process holds leases, one keeper (a daemon thread; a greenlet under gevent) renews all of them every third of the
 lease in one UPDATE, so a long model or tool call never lets a lease lapse under a live worker. It finds them by
 their primary keys: the lease token has no index, and an UPDATE by tokens alone read the whole runs table every
-few seconds in every process (53 ms at 78,000 runs, growing with the table).
+few seconds in every process, at a cost growing with the table.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _lock = threading.Lock()
 _keeper: threading.Thread | None = None
 
 
-RELEASED = {"lease_owner": "", "lease_expires": None}  # a run no process holds
+RELEASED: dict[str, Any] = {"lease_owner": "", "lease_expires": None}  # a run no process holds
 
 
 def release(run_id: Any, token: str, **also: Any) -> int:

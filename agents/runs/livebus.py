@@ -5,31 +5,27 @@ It rides the doorbell's channel: Redis pub/sub with REDIS_URL, PostgreSQL NOTIFY
 payload limit a long message is split for), and on the embedded default (SQLite, no server to ring) a Unix datagram
 socket per listening process in one directory of this machine. One outbox thread per process sends for every run:
 the model's thread only appends to a buffer, never waits on the network or holds a database connection, and a run's
-text goes out at most every COALESCE_S (or every COALESCE_CHARS), so a fast model costs a message per ~50 ms, not
+text goes out at most every COALESCE_S (or every COALESCE_CHARS), so a fast model costs a message per interval, not
 per token. The first piece of a turn goes at once. Listening is the doorbell's job (agents/runs/doorbell.py).
 """
 
 from __future__ import annotations
 
-import atexit
-import hashlib
 import itertools
 import json
 import logging
-import os
 import socket
-import tempfile
 import threading
 import time
 from collections import deque
-from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
+
+from agents.runs import localbus
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +34,6 @@ COALESCE_S = 0.05  # a run's text goes out at most this often ...
 COALESCE_CHARS = 1024  # ... unless this much is waiting
 PG_PAYLOAD_BYTES = 7900  # NOTIFY's limit is 8000 bytes: a longer message goes in parts
 PART_BYTES = 7000
-SEND_TIMEOUT_S = 0.5  # a local listener that does not read for this long misses a message rather than stall us
 
 _seq = itertools.count(1)
 
@@ -109,7 +104,9 @@ def split(payload: str, limit: int = PG_PAYLOAD_BYTES, part: int = PART_BYTES) -
         return [payload]
     run_id, _, rest = payload.partition(" ")
     seq, _, body = rest.partition(" ")
-    pieces, piece, size = [], [], 0
+    pieces: list[str] = []
+    piece: list[str] = []
+    size = 0
     for char in body:
         width = len(char.encode())
         if size + width > part:
@@ -327,89 +324,22 @@ def pg_params() -> dict[str, Any]:
     return {k: v for k, v in params.items() if v}
 
 
-# --- local sockets (the embedded default: one machine, no server) -----------------------------------------------
-
-
-def local_dir() -> Path:
-    """Where this deployment's listening processes keep their sockets: AGENT_LIVE_DIR, else a directory of the
-    temporary directory named after the database (so a test database and the development one never mix)."""
-    if settings.AGENT_LIVE_DIR:
-        path = Path(settings.AGENT_LIVE_DIR)
-    else:
-        digest = hashlib.sha256(str(connection.settings_dict["NAME"]).encode()).hexdigest()[:12]
-        path = Path(tempfile.gettempdir()) / f"reactsite-live-{digest}"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
-
-
-def _local_sender():
-    directory = local_dir()
-    out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    out.settimeout(SEND_TIMEOUT_S)
-    return lambda batch: _deliver(out, directory, batch)
-
-
-def _deliver(out: socket.socket, directory: Path, batch: list[str]) -> None:
-    """Each message to every listening process's socket in the directory."""
-    targets = [entry.path for entry in os.scandir(directory) if entry.name.endswith(".sock")]
-    for payload in batch:
-        data = payload.encode()
-        for target in list(targets):
-            try:
-                if not _sent(out, data, target):
-                    log.warning("a live event was not delivered to %s (its queue stayed full)", target)
-            except (ConnectionRefusedError, FileNotFoundError):  # its process is gone
-                targets.remove(target)
-                with suppress(OSError):
-                    os.unlink(target)
-            except OSError as exc:  # a full queue after the timeout: that listener misses this one
-                log.warning("a live event was not delivered to %s (%s)", target, type(exc).__name__)
-
-
-def _sent(out: socket.socket, data: bytes, target: str) -> bool:
-    """One datagram to one listener, waiting (up to SEND_TIMEOUT_S) while its queue is full: Linux queues only
-    net.unix.max_dgram_qlen (often 10) datagrams per socket, and under gevent a send to a full queue returns 0
-    instead of waiting (its wait is for our own buffer, which is free)."""
-    deadline = time.monotonic() + SEND_TIMEOUT_S
-    while not out.sendto(data, target):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.001)
-    return True
-
+# --- local sockets (the embedded default: one machine, no server; agents/runs/localbus.py) -------------------------
 
 _RING_SOCKET: list[socket.socket] = []
+_RING_LOCK = threading.Lock()
 
 
 def ring_local(run_id: str) -> None:
     """The doorbell's ring on the embedded default: a `ring` message to every listening process of this machine,
     sent at once (after the commit it tells of), not through the outbox."""
-    if not _RING_SOCKET:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.settimeout(SEND_TIMEOUT_S)
-        _RING_SOCKET.append(sock)
-    _deliver(_RING_SOCKET[0], local_dir(), [encode(run_id, RING_EVENT, {})])
+    with _RING_LOCK:  # one sender at a time: a socket waited on by two greenlets at once is refused by gevent
+        if not _RING_SOCKET:
+            _RING_SOCKET.append(localbus.sending_socket())
+        localbus.deliver(_RING_SOCKET[0], localbus.local_dir(), [encode(run_id, RING_EVENT, {})])
 
 
 RING_EVENT = "ring"
 
 
-def local_socket() -> socket.socket:
-    """A socket this process listens on, bound in the deployment's directory (removed by its owner on exit, or by
-    the first sender that finds it dead)."""
-    directory = local_dir()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    path = directory / f"{os.getpid()}-{os.urandom(4).hex()}.sock"
-    sock.bind(str(path))
-    os.chmod(path, 0o600)
-    atexit.register(_remove, path)  # a process that exits takes its socket along (one killed leaves it to senders)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    return sock
-
-
-def _remove(path: Path) -> None:
-    with suppress(OSError):
-        os.unlink(path)
-
-
-_SENDERS = {"redis": _redis_sender, "postgres": _postgres_sender, "local": _local_sender}
+_SENDERS = {"redis": _redis_sender, "postgres": _postgres_sender, "local": localbus.sender}

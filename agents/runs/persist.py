@@ -17,8 +17,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
-from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunStatus, Step, TokenQuota, Webhook
+from agents.usage.owners import OwnerFacts
 
 RUN_COLUMNS = (
     "status", "stop_reason", "output", "error", "turns", "reflections", "attempt_start_turn", "prompt_tokens",
@@ -48,9 +48,19 @@ def _adapters(model, columns: tuple[str, ...], vendor: str) -> tuple[Adapter, ..
     return tuple(_adapter(model._meta.get_field(c)) for c in columns)
 
 
+def _as_is(value: Any, connection: Any = None) -> Any:
+    return value
+
+
+def _time_and_key_adapters(vendor: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The adapters of a run's `lease_expires` and `id`, as callables (a column stored as it is passes through)."""
+    dt, pk = _adapters(Run, ("lease_expires", "id"), vendor)
+    return dt or _as_is, pk or _as_is
+
+
 def _adapt(values: Sequence[Any], adapters: tuple[Adapter, ...], db) -> list[Any]:
     """`db` is the connection itself, not Django's `connection` proxy: each field's preparation reads a few of its
-    attributes, and through the proxy each read is a look-up in a (gevent) local (~1 µs; ~60 per run)."""
+    attributes, and through the proxy each read is a look-up in a (gevent) local, dozens per run."""
     return [v if a is None or v is None else a(v, connection=db) for v, a in zip(values, adapters, strict=True)]
 
 
@@ -117,7 +127,7 @@ def update_held_run(run_id, token: str, fields: dict[str, Any]) -> bool:
 def _update_params(db, run_id, token: str, fields: dict[str, Any]) -> list[Any]:
     """The parameters of `_update_sql`: the run's columns, then its id, the lease token and the done status."""
     values = _adapt([fields[c] for c in RUN_COLUMNS], _adapters(Run, RUN_COLUMNS, db.vendor), db)
-    return values + _adapt([run_id], _adapters(Run, ("id",), db.vendor), db) + [token, RunStatus.DONE.value]
+    return values + _adapt([run_id], _adapters(Run, ("id",), db.vendor), db) + [token, str(RunStatus.DONE)]
 
 
 StepValues = tuple[Any, int, str, dict, int, Any]  # the STEP_COLUMNS of one step: run id, index, kind, data, ...
@@ -281,13 +291,13 @@ def claim(
     statement that returns the run as taken, and with `owner_facts` its owner's quota override and webhook flag
     (else None); None when nothing matched (a run waiting its turn on its thread, too)."""
     db = _db()
-    dt, pk = _adapters(Run, ("lease_expires", "id"), db.vendor)
+    dt, pk = _time_and_key_adapters(db.vendor)
     sql = _claim_sql(db.vendor, len(statuses), False, owner_facts)
     params = [
         token,
         dt(until, connection=db),
-        RunStatus.QUEUED.value,
-        RunStatus.RUNNING.value,
+        str(RunStatus.QUEUED),
+        str(RunStatus.RUNNING),
         pk(run_id, connection=db),
     ]
     return _claimed(db, sql, [*params, *map(str, statuses), False, "", dt(now, connection=db)], owner_facts)
@@ -298,16 +308,16 @@ def claim_queued(run_id, token: str, now, until, *, owner_facts: bool = False) -
     timeout_s): reads its timeout, then claims it as `claim` does; None when it is not queued (or not free, or waits
     its turn on its thread)."""
     db = _db()
-    dt, pk = _adapters(Run, ("lease_expires", "id"), db.vendor)
+    dt, pk = _time_and_key_adapters(db.vendor)
     run_pk, free = pk(run_id, connection=db), ["", dt(now, connection=db)]
     with db.cursor() as cursor:
-        cursor.execute(_queued_timeout_sql(db.vendor), [run_pk, RunStatus.QUEUED.value, False, *free])
+        cursor.execute(_queued_timeout_sql(db.vendor), [run_pk, str(RunStatus.QUEUED), False, *free])
         row = cursor.fetchone()
     if row is None:
         return None
     deadline = dt(now + timedelta(seconds=row[0]), connection=db)
     sql = _claim_sql(db.vendor, 1, True, owner_facts)
-    params = [token, dt(until, connection=db), RunStatus.RUNNING.value, deadline, run_pk, RunStatus.QUEUED.value]
+    params = [token, dt(until, connection=db), str(RunStatus.RUNNING), deadline, run_pk, str(RunStatus.QUEUED)]
     return _claimed(db, sql, [*params, False, *free], owner_facts)
 
 

@@ -12,9 +12,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from agents.limits.prices import cost_text
-from agents.models import Run, Step
+from agents.models import Run, RunScore, Step
 from agents.runs import selectors
+from agents.usage.prices import cost_text
 
 # The fields each kind of step shows, from its stored data (API reference, "Steps").
 STEP_FIELDS = {
@@ -119,5 +119,23 @@ def step_json(step: Step) -> dict:
 
 
 def run_detail_json(run: Run) -> dict:
-    """The run object with its steps, in order."""
-    return {**run_json(run), "children": children_ids(run), "steps": [step_json(step) for step in run.steps.all()]}
+    """The run object with its steps, in order, and its scores, oldest first."""
+    return {
+        **run_json(run),
+        "children": children_ids(run),
+        "steps": [step_json(step) for step in run.steps.all()],
+        "scores": [score_json(score) for score in run.scores.all()],
+    }
+
+
+def score_json(score: RunScore) -> dict:
+    """A score on a run: an online evaluator's (`passed` true or false) or a person's feedback (`passed` null)."""
+    return {
+        "name": score.name,
+        "score": score.score,
+        "passed": score.passed,
+        "reason": score.reason,
+        "comment": score.comment,
+        "source": score.source,
+        "created_at": when(score.created_at),
+    }

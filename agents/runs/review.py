@@ -8,13 +8,13 @@ import logging
 
 from django.utils import timezone
 
-from agents import engine
+from agents import engine, periodic
 from agents.errors import InvalidRequest, NotAllowed, RunBusy, RunFinished
-from agents.limits import quotas
-from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunMode, RunStatus
 from agents.permissions import can_decide
 from agents.runs import drive, leases, tree
+from agents.usage import quotas
+from agents.usage.owners import OwnerFacts
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +36,7 @@ def advance_run(
     (the caller read the run) spares a read, `facts` (what the request read about the actor with its
     credentials) the quota's.
     """
-    if owner_id is None:
-        owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
-    if owner_id is not None:
-        quotas.check_can_start(owner_id, facts)
+    _check_quota(run_id, owner_id, facts)
     if approval is not None or decisions is not None:  # a decision: for a paused run only, never a plain step
         return decide_approval(
             run_id=run_id,
@@ -50,6 +47,19 @@ def advance_run(
             decisions=decisions,
             facts=facts,
         )
+    return _one_step(run_id, facts)
+
+
+def _check_quota(run_id, owner_id: int | None, facts: OwnerFacts | None) -> None:
+    """QuotaExceeded when the run's owner is over their daily quota (a run that is gone is left to what follows)."""
+    if owner_id is None:
+        owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
+    if owner_id is not None:
+        quotas.check_can_start(owner_id, facts)
+
+
+def _one_step(run_id, facts: OwnerFacts | None) -> Run:
+    """One unit of a running run; a paused run needs a decision instead (InvalidRequest)."""
     try:
         return drive.execute(run_id=run_id, units=drive.ONE_STEP, facts=facts)
     except RunBusy as exc:
@@ -76,14 +86,7 @@ def decide_approval(
     `continue_run` (the admin console) drives any run on until it pauses again or stops.
     """
     run = Run.objects.get(pk=run_id)
-    if not can_decide(actor, run):
-        raise NotAllowed("You may not decide approvals for this run.")
-    if run.status != RunStatus.AWAITING_APPROVAL:
-        raise (
-            RunFinished("The run is not awaiting approval.")
-            if run.status == RunStatus.DONE
-            else RunBusy("The run is not awaiting approval.", status=run.status)
-        )
+    _check_decidable(actor, run)
     leaf = tree.paused_leaf(run) if tree.is_mirrored(run) else None
     if leaf is not None:  # the run shows a child's pause: the decision is the child's, and the run goes on after it
         return _decide_for_child(
@@ -92,18 +95,40 @@ def decide_approval(
             continue_run,
             dict(actor=actor, approved=approved, arguments=arguments, reason=reason, decisions=decisions, facts=facts),
         )
+    decision = _decision(actor, approved, arguments, reason, decisions)
+    units = _units_after_decision(run, continue_run)
+    return drive.work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, facts=facts)
+
+
+def _check_decidable(actor, run: Run) -> None:
+    """NotAllowed unless `actor` may decide for the run; RunFinished or RunBusy unless it is awaiting approval."""
+    if not can_decide(actor, run):
+        raise NotAllowed("You may not decide approvals for this run.")
+    if run.status != RunStatus.AWAITING_APPROVAL:
+        raise (
+            RunFinished("The run is not awaiting approval.")
+            if run.status == RunStatus.DONE
+            else RunBusy("The run is not awaiting approval.", status=run.status)
+        )
+
+
+def _decision(actor, approved: bool | None, arguments, reason: str | None, decisions: list[dict] | None) -> dict:
+    """The decision as the drive applies it: a batch of per-call decisions (one, for the first pending call, without
+    `decisions`), who made it, and the request field a refused one is reported under."""
     if decisions is None:
         if approved is None:
             raise InvalidRequest({"approval": ["Send approval true or false, or decisions."]})
         batch, field = [{"call_id": None, "approved": approved, "arguments": arguments, "reason": reason}], "arguments"
     else:
         batch, field = [dict(d) for d in decisions], "decisions"
-    decision = {"decisions": batch, "reviewer": actor.get_username(), "field": field}
+    return {"decisions": batch, "reviewer": actor.get_username(), "field": field}
+
+
+def _units_after_decision(run: Run, continue_run: bool) -> int | None:
+    """How far the decision's drive goes: a sync run (and, from the console, any run but a background one) on until
+    it stops; otherwise the decision is only recorded here."""
     background = run.mode == RunMode.BACKGROUND
-    units = (
-        drive.UNTIL_STOPPED if (run.mode == RunMode.SYNC or (continue_run and not background)) else drive.RECORD_ONLY
-    )
-    return drive.work(run_id, statuses=[RunStatus.AWAITING_APPROVAL], units=units, decision=decision, facts=facts)
+    return drive.UNTIL_STOPPED if (run.mode == RunMode.SYNC or (continue_run and not background)) else drive.RECORD_ONLY
 
 
 def _decide_for_child(run: Run, leaf: Run, continue_run: bool, decision: dict) -> Run:
@@ -157,8 +182,10 @@ def expire_approvals(*, run_id) -> bool:
     return True
 
 
+@periodic.every("approvals", lambda: leases.lease_s() / 3)
 def sweep_expired_approvals(limit: int = 100) -> int:
-    """The worker's schedule: expire every paused run whose calls' time is up (oldest first). How many expired."""
+    """A sweep (agents/periodic.py): expire every paused run whose calls' time is up (oldest first). How many
+    expired."""
     due = Run.objects.filter(status=RunStatus.AWAITING_APPROVAL, approval_expires_at__lte=timezone.now())
     ids = list(due.order_by("approval_expires_at").values_list("pk", flat=True)[:limit])
     return sum(expire_approvals(run_id=run_id) for run_id in ids)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import fields
 from datetime import UTC, datetime
 
 from agents.engine import RunState
 from agents.models import Run, Step
+from agents.runconfig.config import RunConfig
 from agents.runs import tree
 
 
@@ -29,35 +31,37 @@ def step_events(run: Run) -> list[dict]:
     return [{"index": index, "kind": kind, "latency_ms": latency, **data} for index, kind, latency, data in values]
 
 
+# The run's options the engine's state holds, under the same names.
+_STATE_FIELDS = frozenset(f.name for f in fields(RunState))
+
+
+def engine_options(config: RunConfig) -> dict:
+    """The part of a run's config the engine reads, as RunState takes it (fresh lists and objects): its tools are
+    the run's with its sub-agents' added."""
+    values = {name: value for name, value in config.columns().items() if name in _STATE_FIELDS}
+    values["tools"] += [tree.tool_name(agent) for agent in config.agents]
+    return values
+
+
 def state_from_rows(run: Run, steps: list[dict]) -> RunState:
-    """Rebuild the engine state from the run row and its steps (as events: `step_events`)."""
+    """Rebuild the engine state from the run row (its config, counters and record) and its steps (as events:
+    `step_events`)."""
     return RunState(
+        **engine_options(run.config),
         input=run.input,
-        protocol=run.protocol,
-        max_turns=run.max_turns,
         deadline=to_epoch(run.deadline),
-        tools=list(run.tools) + [tree.tool_name(agent) for agent in run.subagents],
-        sensitive_tools=list(run.sensitive_tools),
         status=run.status,
         stop_reason=run.stop_reason,
         output=run.output,
         error=run.error,
         turns=run.turns,
-        max_reflections=run.max_reflections,
         reflections=run.reflections,
         attempt_start_turn=run.attempt_start_turn,
         prompt_tokens=run.prompt_tokens,
         completion_tokens=run.completion_tokens,
         steps=steps,
         history=list(run.history),
-        instructions=run.instructions,
-        temperature=run.temperature,
-        max_output_tokens=run.max_output_tokens,
-        output_schema=run.output_schema,
         input_parts=run.input_parts,
-        max_total_tokens=run.max_total_tokens,
-        max_tool_calls=run.max_tool_calls,
-        tool_limits=dict(run.tool_limits or {}),
         cost_nanos=run.cost_nanos,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.tasks import task_backends
 from django_tasks_db.models import DBTaskResult
 
 from agents.engine import RunState
@@ -45,6 +46,8 @@ def pending_action(run: Run) -> dict | None:
 def waiting_counts() -> tuple[int, int]:
     """(runs awaiting a decision on their own calls, tasks ready in the background queue): what /metrics reads at each
     scrape. A parent showing its child's pause is not counted again (its own pauses always expire: agents/runs/tree.py);
-    a ready task is one a worker may claim now (django-tasks-db's `ready()`)."""
+    a ready task is one a worker may claim now (django-tasks-db's `ready()`), or on Celery a message waiting in the
+    broker's queue (its backend's `queue_depth()`)."""
     paused = Run.objects.filter(status=RunStatus.AWAITING_APPROVAL, approval_expires_at__isnull=False).count()
-    return paused, DBTaskResult.objects.ready().count()
+    depth = getattr(task_backends["default"], "queue_depth", None)
+    return paused, depth() if depth is not None else DBTaskResult.objects.ready().count()

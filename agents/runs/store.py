@@ -1,5 +1,6 @@
 """A unit's commit: the run row and the unit's steps in one short transaction, only while the lease is still
-the committer's; what a commit tells (doorbell, signals), and the connection handed back around model calls.
+the committer's; what a commit sets off (the doorbell; a pause's signal; a run's end settles it, agents/runs/settle.py),
+and the connection handed back around model calls.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from django.utils import timezone
 from agents import engine
 from agents.engine import RunState
 from agents.errors import RunBusy
-from agents.limits import quotas
-from agents.limits.owners import OwnerFacts
 from agents.models import Run, RunStatus
-from agents.runs import doorbell, leases, persist, rows, signals, tree
+from agents.runs import doorbell, leases, persist, rows, settle, signals, tree
 from agents.runs.live import Publisher
+from agents.usage import quotas
+from agents.usage.owners import OwnerFacts
 from reactsite.serving import green
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,8 @@ def release_connection() -> None:
     Used before every model call and between an event stream's polls. Under gevent on SQLite it goes to the
     process's idle set (reactsite/serving/green.py), where other greenlets use it meanwhile; on PostgreSQL it goes back
     to the pool (closed, without one). Without gevent on SQLite it is kept (AGENT_RELEASE_DB_DURING_MODEL_CALLS off by
-    default there): a thread's connection is a file handle, not one of a server's slots, and reopening costs ~0.4 ms.
+    default there): a thread's connection is a file handle, not one of a server's slots, and reopening it costs more
+    than keeping it.
     """
     if connection.in_atomic_block:
         return
@@ -154,16 +156,19 @@ def _only_a_model_call_follows(state: RunState) -> bool:
 
 
 def _announce(run: Run, before: str, after: str, facts: OwnerFacts | None = None) -> None:
-    """Tell reviewers and the owner's webhooks about a status change this commit made (after it, outside any
-    transaction: a caller's atomic block defers it to its own commit)."""
+    """Act on a status change this commit made (after it, outside any transaction: a caller's atomic block defers it
+    to its own commit): a run that ended settles (its observers told, its continuations run); a run that started
+    waiting for a decision tells its reviewers and the owner's webhooks."""
     if after == before or after not in (RunStatus.DONE, RunStatus.AWAITING_APPROVAL):
         return
-    signal = signals.run_done if after == RunStatus.DONE else signals.run_awaiting_approval
 
     def tell() -> None:
-        if after == RunStatus.AWAITING_APPROVAL and run.parent_id is not None:
+        if after == RunStatus.DONE:
+            settle.settle(run, facts)  # this commit's conditional UPDATE made it done: once per run
+            return
+        if run.parent_id is not None:
             tree.mirror_awaiting(run)  # a child's pause shows on the ancestors waiting on it
-        signal.send(sender=Run, run=run, facts=facts)
+        signals.run_awaiting_approval.send(sender=Run, run=run, facts=facts)
 
     if connection.in_atomic_block:
         transaction.on_commit(tell)

@@ -6,9 +6,10 @@ switched on by its settings) do the rest. With no observer, each hook is one che
 metrics switched off cost nothing.
 
 An observer implements any of: `driving(run)`, `unit(run)`, `model_call(run, request, record)`,
-`tool_call(run, name, call_id, record)` and `stream(run_id)` (context managers around the work; an exception inside
-goes through them and on: an observer records it, never swallows it), `run_created(run)` and `carrier()` (what a new
-run stores so that a process that takes it up later continues the same trace: a dict of strings).
+`tool_call(run, name, call_id, record)`, `stream(run_id)` and `task(name, waited_s, record)` (context managers around
+the work; an exception inside goes through them and on: an observer records it, never swallows it), `run_created(run)`,
+`run_scored(score)` (a RunScore stored: an evaluator's or a person's), `tasks_claimed(count)` and `carrier()` (what a
+new run stores so that a process that takes it up later continues the same trace: a dict of strings).
 """
 
 from __future__ import annotations
@@ -95,11 +96,35 @@ def tool_call(run, name: str, call_id: str | None) -> Iterator[CallRecord]:
         yield record
 
 
-def run_created(run) -> None:
+@contextmanager
+def task(name: str, waited_s: float | None) -> Iterator[CallRecord]:
+    """A worker runs one background task (`name`: its path) that waited `waited_s` in the queue (None: unknown); the
+    caller sets `record.is_error` when the task failed without raising (its backend recorded the failure)."""
+    record = CallRecord()
+    with _hook("task", name, waited_s, record):
+        yield record
+
+
+def _tell(method: str, *args: Any) -> None:
+    """Call `method(*args)` of every observer that has it."""
     for observer in list(_observers):
-        hook = getattr(observer, "run_created", None)
+        hook = getattr(observer, method, None)
         if hook is not None:
-            hook(run)
+            hook(*args)
+
+
+def tasks_claimed(count: int) -> None:
+    """A worker claimed `count` tasks from the queue (run_worker's claim; Celery's broker hands them out itself)."""
+    _tell("tasks_claimed", count)
+
+
+def run_created(run) -> None:
+    _tell("run_created", run)
+
+
+def run_scored(score) -> None:
+    """A score was stored on a run (agents.models.RunScore: `name`, `source`, `passed`)."""
+    _tell("run_scored", score)
 
 
 def carrier() -> dict[str, str]:

@@ -52,7 +52,8 @@ def agent_of(tool: str) -> str | None:
 
 def ancestors(run: Run) -> list:
     """The ids of the run's parent, its parent's parent, ... (nearest first; one query a level, depth is bounded)."""
-    ids, parent_id = [], run.parent_id
+    ids: list = []
+    parent_id = run.parent_id
     while parent_id is not None and len(ids) < 32:
         ids.append(parent_id)
         parent_id = Run.objects.filter(pk=parent_id).values_list("parent_id", flat=True).first()
@@ -61,7 +62,8 @@ def ancestors(run: Run) -> list:
 
 def mirror_awaiting(child: Run) -> None:
     """The child just started waiting for a decision: each ancestor that waits on it (running, held by no one) shows
-    it. An ancestor held right now is skipped: its holder looks at the child once it lets go (`run_waiting`)."""
+    it. An ancestor held right now is skipped: its holder looks at the child once it lets go
+    (`settle.let_go_waiting`)."""
     now, parent_id = timezone.now(), child.parent_id
     while parent_id is not None:
         waiting = Run.objects.filter(pk=parent_id, status=RunStatus.RUNNING, lease_owner="")

@@ -43,8 +43,10 @@ class Tool:
     # thread that the engine stops waiting for at timeout_s.
     inline: bool = False
     # No side effects, an answer from the arguments alone, in microseconds (bounded by construction): a reply that
-    # asks only for instant tools is stored with their results, one commit instead of two (agents/engine/loop.py).
+    # asks only for instant tools is stored with their results, one commit instead of two (agents/engine/plan.py).
     instant: bool = False
+    # How the tool's calls are delivered when its tool steps must say so (an MCP tool: "at-least-once"), else None.
+    delivery: str | None = None
 
     def __call__(self, arguments: dict[str, Any], context: ToolContext) -> str:
         return self.func(arguments, context)

@@ -15,9 +15,9 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
+from agents.api.fields import StrictCharField
 from agents.api.pagination import Pagination
 from agents.api.schema import NON_BLANK
-from agents.api.serializers import StrictCharField
 from memory import services
 from memory.models import MAX_FACT_CHARS, Fact
 
@@ -87,7 +87,7 @@ class _RankedPage(list):
         super().__init__()
         self.ranked = services.Ranked(user, query, mode)
 
-    def count(self) -> int:  # called by LimitOffsetPagination
+    def count(self) -> int:  # type: ignore[override]  # called by LimitOffsetPagination, not list.count
         return self.ranked.count()
 
     def __getitem__(self, item):

@@ -1,6 +1,6 @@
 """Prometheus metrics: what the runs do, counted by every process of a machine and added up at /metrics.
 
-Switched on by `AGENT_METRICS` (reactsite/settings.py); off, nothing here is imported and no observer is registered.
+Switched on by `AGENT_METRICS` (reactsite/settings/); off, nothing here is imported and no observer is registered.
 `install()` makes this process's metric objects and returns the observer that agents/apps.py registers with the runs'
 hook points (agents/runs/telemetry.py) and connects to `run_done` (agents/runs/signals.py): this module knows runs
 only by the attributes it reads of them, and imports nothing of the layers above it.
@@ -16,6 +16,7 @@ process that has gone are dropped at once (`child_exit`, and at each scrape for 
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import time
@@ -43,54 +44,110 @@ class Metrics:
     directory's files, and `exposition()` reads those."""
 
     def __init__(self) -> None:
-        self.runs_created = Counter("reactsite_runs_created", "Runs created, by mode.", ["mode"], registry=None)
-        self.runs_finished = Counter(
-            "reactsite_runs_finished",
-            "Runs finished, by stop reason and whether it is a final answer (the API's `ok`).",
-            ["stop_reason", "ok"],
+        self.runs_created, self.runs_finished = _run_counters()
+        self.run_scores = Counter(
+            "reactsite_run_scores",
+            "Scores stored on runs, by name, source (online: an agent's evaluator; human: feedback) and whether it "
+            "passed (none: feedback, which has no pass).",
+            ["name", "source", "passed"],
             registry=None,
         )
-        self.model_seconds = Histogram(
-            "reactsite_model_call_duration_seconds",
-            "Model calls (a provider's own retries inside), by provider and model.",
-            ["provider", "model"],
-            buckets=MODEL_BUCKETS,
-            registry=None,
-        )
-        self.model_errors = Counter(
-            "reactsite_model_call_errors",
-            "Model calls that raised (the provider failed after its retries, the call was stopped), by error.",
-            ["provider", "model", "error"],
-            registry=None,
-        )
-        self.model_tokens = Counter(
-            "reactsite_model_tokens",
-            "Tokens the providers reported, by provider, model and kind (input, output).",
-            ["provider", "model", "kind"],
-            registry=None,
-        )
-        self.tool_seconds = Histogram(
-            "reactsite_tool_call_duration_seconds",
-            "Tool calls, by tool.",
-            ["tool"],
-            buckets=TOOL_BUCKETS,
-            registry=None,
-        )
-        self.tool_errors = Counter(
-            "reactsite_tool_call_errors", "Tool calls that failed (raised), by tool.", ["tool"], registry=None
-        )
-        self.runs_in_flight = Gauge(
-            "reactsite_runs_in_flight",
-            "Runs this process is driving now (between taking a run's lease and handing it back), by process.",
-            registry=None,
-            multiprocess_mode="liveall",  # one sample per live process (label pid); sum() for the site's
-        )
-        self.streams_open = Gauge(
-            "reactsite_event_streams_open",
-            "Event streams (SSE) open now, over every live process.",
-            registry=None,
-            multiprocess_mode="livesum",
-        )
+        self.model_seconds, self.model_errors, self.model_tokens = _model_call_metrics()
+        self.tool_seconds, self.tool_errors = _tool_call_metrics()
+        self.runs_in_flight, self.streams_open = _in_progress_gauges()
+        self.task_wait, self.task_seconds, self.tasks_claimed, self.sweeps = _worker_metrics()
+
+
+def _run_counters() -> tuple[Counter, Counter]:
+    """Runs created, and runs finished."""
+    created = Counter("reactsite_runs_created", "Runs created, by mode.", ["mode"], registry=None)
+    finished = Counter(
+        "reactsite_runs_finished",
+        "Runs finished, by stop reason and whether it is a final answer (the API's `ok`).",
+        ["stop_reason", "ok"],
+        registry=None,
+    )
+    return created, finished
+
+
+def _model_call_metrics() -> tuple[Histogram, Counter, Counter]:
+    """Model calls: their durations, their errors, and the tokens they reported."""
+    seconds = Histogram(
+        "reactsite_model_call_duration_seconds",
+        "Model calls (a provider's own retries inside), by provider and model.",
+        ["provider", "model"],
+        buckets=MODEL_BUCKETS,
+        registry=None,
+    )
+    errors = Counter(
+        "reactsite_model_call_errors",
+        "Model calls that raised (the provider failed after its retries, the call was stopped), by error.",
+        ["provider", "model", "error"],
+        registry=None,
+    )
+    tokens = Counter(
+        "reactsite_model_tokens",
+        "Tokens the providers reported, by provider, model and kind (input, output).",
+        ["provider", "model", "kind"],
+        registry=None,
+    )
+    return seconds, errors, tokens
+
+
+def _tool_call_metrics() -> tuple[Histogram, Counter]:
+    """Tool calls: their durations, and those that failed."""
+    seconds = Histogram(
+        "reactsite_tool_call_duration_seconds", "Tool calls, by tool.", ["tool"], buckets=TOOL_BUCKETS, registry=None
+    )
+    errors = Counter("reactsite_tool_call_errors", "Tool calls that failed (raised), by tool.", ["tool"], registry=None)
+    return seconds, errors
+
+
+def _in_progress_gauges() -> tuple[Gauge, Gauge]:
+    """Work in progress: runs being driven and event streams open."""
+    in_flight = Gauge(
+        "reactsite_runs_in_flight",
+        "Runs this process is driving now (between taking a run's lease and handing it back), by process.",
+        registry=None,
+        multiprocess_mode="liveall",  # one sample per live process (label pid); sum() for the site's
+    )
+    streams = Gauge(
+        "reactsite_event_streams_open",
+        "Event streams (SSE) open now, over every live process.",
+        registry=None,
+        multiprocess_mode="livesum",
+    )
+    return in_flight, streams
+
+
+# A task waits from milliseconds (an idle worker) to minutes (a backlog); it runs for as long as its run's next unit.
+TASK_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, float("inf"))
+
+
+def _worker_metrics() -> tuple[Histogram, Histogram, Counter, Counter]:
+    """The workers' own: how long tasks waited in the queue and ran, the tasks claimed, the sweeps run."""
+    wait = Histogram(
+        "reactsite_task_queue_wait_seconds",
+        "Seconds a background task waited between being due and a worker starting it, by task.",
+        ["task"],
+        buckets=TASK_BUCKETS,
+        registry=None,
+    )
+    seconds = Histogram(
+        "reactsite_task_duration_seconds",
+        "Seconds a worker spent on a background task, by task and outcome (ok, error).",
+        ["task", "outcome"],
+        buckets=TASK_BUCKETS,
+        registry=None,
+    )
+    claimed = Counter(
+        "reactsite_worker_claims", "Tasks claimed from the database queue by run_worker processes.", registry=None
+    )
+    sweeps = Counter(
+        "reactsite_sweeps", "Runs of the periodic sweeps, by sweep and outcome (ok, error).", ["sweep", "outcome"],
+        registry=None,
+    )  # fmt: skip
+    return wait, seconds, claimed, sweeps
 
 
 class Observer:
@@ -100,12 +157,35 @@ class Observer:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
+    @contextmanager
+    def task(self, name: str, waited_s: float | None, record: Any) -> Iterator[None]:
+        short = name.rsplit(".", 1)[-1]
+        if waited_s is not None:
+            self.metrics.task_wait.labels(short).observe(max(waited_s, 0.0))
+        start, raised = time.perf_counter(), True
+        try:
+            yield
+            raised = False
+        finally:
+            outcome = "error" if raised or record.is_error else "ok"
+            self.metrics.task_seconds.labels(short, outcome).observe(time.perf_counter() - start)
+
+    def tasks_claimed(self, count: int) -> None:
+        self.metrics.tasks_claimed.inc(count)
+
+    def sweep_done(self, name: str, seconds: float, error: BaseException | None) -> None:
+        self.metrics.sweeps.labels(name, "ok" if error is None else "error").inc()
+
     def run_created(self, run: Any) -> None:
         self.metrics.runs_created.labels(run.mode).inc()
 
     def run_done(self, sender: Any = None, *, run: Any, **kwargs: Any) -> None:
         ok = "true" if run.stop_reason == "final_answer" else "false"
         self.metrics.runs_finished.labels(run.stop_reason or "none", ok).inc()
+
+    def run_scored(self, score: Any) -> None:
+        passed = "none" if score.passed is None else str(bool(score.passed)).lower()
+        self.metrics.run_scores.labels(score.name, score.source, passed).inc()
 
     def driving(self, run: Any) -> AbstractContextManager[None]:
         return self.metrics.runs_in_flight.track_inprogress()
@@ -179,6 +259,19 @@ def uninstall() -> None:
         values.ValueClass = _replaced.pop()
 
 
+UNAUTHORISED = "A valid bearer token is required.\n"
+CHALLENGE = 'Bearer realm="metrics"'
+
+
+def authorised(authorization: str, token: str) -> bool:
+    """Whether a scrape may read the metrics: no AGENT_METRICS_TOKEN set, or `Authorization: Bearer <that token>`
+    (compared in constant time)."""
+    if not token:
+        return True
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
 WaitingCounts = Callable[[], tuple[int, int]]
 
 
@@ -202,7 +295,8 @@ class _Database:
         )
         yield GaugeMetricFamily(
             "reactsite_queue_ready_tasks",
-            "Tasks ready in the background queue (django-tasks-db), not yet claimed by a worker.",
+            "Tasks ready in the background queue, not yet taken by a worker (django-tasks-db's ready rows; on Celery "
+            "the messages waiting in the broker's queue).",
             value=ready,
         )
 

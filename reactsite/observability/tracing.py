@@ -1,6 +1,6 @@
 """OpenTelemetry traces: a span for each run driven here, each unit, each model call, each tool call, each request.
 
-Switched on by an OTLP endpoint in the environment (`AGENT_OTEL_TRACES`, reactsite/settings.py); off, nothing here is
+Switched on by an OTLP endpoint in the environment (`AGENT_OTEL_TRACES`, reactsite/settings/); off, nothing here is
 imported. `install()` builds the tracer provider (OTLP over HTTP/protobuf, a batch processor; the SDK reads the rest
 of its OTEL_* variables itself) and returns the observer that agents/apps.py registers with the runs' hook points
 (agents/runs/telemetry.py): this module knows runs only by the attributes it reads of them, and imports nothing of
@@ -278,7 +278,7 @@ class _Scope:
 
 
 class TracingMiddleware:
-    """A SERVER span per request (MIDDLEWARE's first, with tracing on: reactsite/settings.py), named `{METHOD} /{route}`
+    """A SERVER span per request (MIDDLEWARE's first, with tracing on: reactsite/settings/), named `{METHOD} /{route}`
     with the HTTP conventions' attributes; an incoming `traceparent` header is continued. Runs created or driven inside
     the request belong to its trace."""
 

@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
 from agents.api.permissions import NOT_WITH_A_KEY, ApiKeyScopes
-from agents.limits import keys
+from agents.keys import services as keys
 from agents.models import ApiKey, Run
 from tests.api.conftest import RUNS, create_run, make_runs, run_url
 from tests.conftest import make_user
@@ -50,6 +50,7 @@ SCOPES = {
     "run-advance": (WRITE, WRITE),
     "run-cancel": (WRITE, WRITE),
     "run-fork": (WRITE, WRITE),
+    "run-feedback": (WRITE, WRITE),
     "seed-run": (WRITE, WRITE),
     "thread-list": (READ, WRITE),
     "thread-detail": (READ, WRITE),

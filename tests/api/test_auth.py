@@ -145,8 +145,8 @@ def test_the_prepared_token_lookup_gives_what_drfs_gives(alice):
 
     assert attributes(ours[0]) == attributes(theirs[0]) and ours[0].last_login is None  # converted as the ORM does
     # What ours adds: the owner's facts (no override, no webhook, nothing used today), from the same statement.
-    from agents.limits import quotas
-    from agents.limits.owners import OwnerFacts
+    from agents.usage import quotas
+    from agents.usage.owners import OwnerFacts
 
     day = quotas.today()
     assert ours[0].owner_facts == OwnerFacts(

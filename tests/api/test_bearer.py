@@ -10,9 +10,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient, APIRequestFactory
 
 from agents.api.authentication import FastTokenAuthentication, owner_facts
-from agents.limits import quotas
-from agents.limits.owners import OwnerFacts
 from agents.models import DailyUsage, Run
+from agents.usage import quotas
+from agents.usage.owners import OwnerFacts
 from tests.api.conftest import ARITHMETIC, RUNS, create_run
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,5 @@
-"""`/mcp` (agents/api/mcp_server.py, docs/mcp-server.md): the agents as MCP tools over streamable HTTP.
+"""`/mcp` (agents/api/mcp_server.py, agents/api/mcp_tools.py, docs/mcp-server.md): the agents as MCP tools over
+streamable HTTP.
 
 The official SDK's client drives a live server (pytest-django's, on 127.0.0.1) for what a real client does:
 initialize, list the tools, call them, get each kind of answer. The transport's edges (statuses, bad bodies, headers,

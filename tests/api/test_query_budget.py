@@ -15,7 +15,7 @@ from tests.conftest import client_for
 pytestmark = pytest.mark.django_db
 
 # One per request: the token look-up (with its user). The rate limit on routes that may call a model is
-# django-ratelimit's cache.add then cache.incr (agents/limits/ratelimit.py), no SQL with REDIS_URL (Redis round trips).
+# django-ratelimit's cache.add then cache.incr (agents/usage/ratelimit.py), no SQL with REDIS_URL (Redis round trips).
 # On the
 # database cache (reactsite/serving/cache.py, in a test's transaction): a window's first hit looks the key up and runs
 # Django's add (savepoint, count, look-up, insert, release); a later hit looks it up, then the incr (savepoint,
@@ -45,7 +45,7 @@ def quiet(settings, no_search_network):
 
 def test_creating_a_three_turn_sync_run(api, quiet, committed, django_assert_num_queries):
     # insert (held) + 3 commits: reply 1 with its calculator result, reply 2 with its result (the calculator is an
-    # instant tool: agents/engine/loop.py), the final reply (lease released)
+    # instant tool: agents/engine/plan.py), the final reply (lease released)
     with django_assert_num_queries(AUTH + RATE_LIMIT + 1 + 3 * COMMIT + NOTIFY), committed() as callbacks:
         response = create_run(api)
     assert len(callbacks) == 1  # the run.done announcement, run after the commit
@@ -106,7 +106,7 @@ def test_an_approval_decision(api, quiet, reviewer, django_assert_num_queries):
 
 def test_a_runs_detail(api, quiet, django_assert_num_queries):
     run = create_run(api).json()
-    with django_assert_num_queries(AUTH + 2):  # the run, its steps
+    with django_assert_num_queries(AUTH + 3):  # the run, its steps, its scores
         response = api.get(run_url(run["id"]))
     assert len(response.json()["steps"]) == 5
 

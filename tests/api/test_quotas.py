@@ -13,8 +13,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents.limits import quotas
 from agents.models import DailyUsage, QuotaReservation, Run, Step, TokenQuota
+from agents.usage import quotas
 from tests.api.conftest import create_run, run_url
 from tests.providers import stub_llm as llm
 from tests.providers.stub_llm import OPENAI_PATH

@@ -39,11 +39,14 @@ def test_sync_run_answers_85_with_the_exact_run_object(api, alice):
 
 
 def test_run_object_has_exactly_the_contract_keys(api, alice):
-    """API.md's run object, no more and no less, on create, detail and list (detail adds "children" and "steps")."""
+    """API.md's run object, no more and no less, on create, detail and list (detail adds "children", "steps" and
+    "scores")."""
     created = create_run(api).json()
     assert set(created) == RUN_KEYS, set(created) ^ RUN_KEYS
     detail = api.get(f"{RUNS}/{created['id']}").json()
-    assert set(detail) == RUN_KEYS | {"children", "steps"}, set(detail) ^ (RUN_KEYS | {"children", "steps"})
+    assert set(detail) == RUN_KEYS | {"children", "steps", "scores"}, set(detail) ^ (
+        RUN_KEYS | {"children", "steps", "scores"}
+    )
     listed = api.get(RUNS).json()["results"][0]
     assert set(listed) == RUN_KEYS, set(listed) ^ RUN_KEYS
 
@@ -379,7 +382,8 @@ def test_each_create_validates_with_fields_of_its_own(settings):
     leaves the declared field untouched; the input bound follows AGENT_MAX_INPUT_CHARS as it is now."""
     import copy
 
-    from agents.api.serializers import RunCreateSerializer, shallow
+    from agents.api.fields import shallow
+    from agents.api.serializers import RunCreateSerializer
 
     declared = RunCreateSerializer._declared_fields
     for field in declared.values():

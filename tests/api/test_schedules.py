@@ -1,5 +1,5 @@
 """Scheduled runs (docs/api.md, "Schedules"; docs/schedules.md): the API's CRUD and its 400s, times in the schedule's
-time zone, and the tick (agents/background/schedules.py) firing each due time once — across workers too, as threads
+time zone, and the tick (agents/schedules/services.py) firing each due time once — across workers too, as threads
 and as two real `run_worker` processes. Time is never patched: the service functions take `now`."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from agents.background import schedules
 from agents.errors import InvalidRequest
-from agents.limits import quotas
 from agents.models import Agent, DailyUsage, Run, Schedule
+from agents.schedules import services as schedules
+from agents.usage import quotas
 from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, in_threads
 
 SCHEDULES = "/api/v1/schedules"

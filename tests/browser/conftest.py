@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
         try:
             import playwright.sync_api  # noqa: F401
         except ImportError:
-            reason = "playwright is not installed (pip install -r requirements.txt)"
+            reason = "playwright is not installed (make install-dev)"
     if reason:
         here = Path(__file__).parent
         for item in items:

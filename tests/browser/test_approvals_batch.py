@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from agents.limits import quotas
 from agents.models import DailyUsage, Step
+from agents.usage import quotas
 from tests.browser.conftest import login
 from tests.conftest import make_user
 from tests.console.conftest import DDG_ANSWER, pause_three

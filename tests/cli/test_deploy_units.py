@@ -24,7 +24,15 @@ def unit(name: str) -> configparser.ConfigParser:
     return parser
 
 
-@pytest.mark.parametrize("name", ["reactsite-web.service", "reactsite-worker.service"])
+ALL = ["reactsite-web.service", "reactsite-worker.service", "reactsite-celery-worker.service"]
+ALL += ["reactsite-celery-beat.service"]
+
+
+def test_every_unit_of_the_folder_is_checked_here():
+    assert sorted(p.name for p in UNITS.glob("*.service")) == sorted(ALL)
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_each_unit_is_restarted_and_reads_its_settings_from_a_file(name):
     service = unit(name)["Service"]
     assert service["Restart"] == "always"
@@ -60,3 +68,19 @@ def test_the_web_units_gunicorn_reads_the_projects_config_and_app(shell):
     # gunicorn --check-config loads the config file and imports the app, then exits: both exist as written
     done = checked([*argv, "--check-config"], shell)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "command", "option"),
+    [
+        ("reactsite-celery-worker.service", "worker", "--concurrency"),
+        ("reactsite-celery-beat.service", "beat", "--schedule"),
+    ],
+)
+def test_the_celery_units_commands_accept_their_options(shell, name, command, option):
+    exec_start = unit(name)["Service"]["ExecStart"].replace(f"{INSTALL}/", "").replace("%H", "host")
+    argv = shlex.split(exec_start)
+    assert argv[:4] == [".venv/bin/celery", "-A", "reactsite", command]
+    done = checked([*argv, "--help"], shell)  # click refuses an unknown option before it prints the help
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert option in done.stdout

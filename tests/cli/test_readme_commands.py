@@ -255,3 +255,27 @@ def test_every_agent_a_page_uses_is_one_make_run_creates():
     call_command("ensure_admin", stdout=io.StringIO())  # make setup's last step
     assert "support" in used, "the README's tour uses the demo agent"
     assert used <= set(Agent.objects.values_list("name", flat=True)), used
+
+
+def celery_calls(lines: list[str]) -> list[tuple[str, str]]:
+    """(what runs celery, its subcommand) for each `… celery -A reactsite <sub>` in the lines."""
+    return [(m.group(1), m.group(2)) for line in lines for m in re.finditer(r"(\S*)celery -A reactsite ([a-z]+)", line)]
+
+
+def test_the_pages_show_celerys_commands():
+    calls = {sub for page in PAGES for _, sub in celery_calls(shell_lines(page.read_text(encoding="utf-8")))}
+    assert {"worker", "beat", "inspect"} <= calls, calls
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_celery_command_a_page_shows_runs_as_written(page, shell):
+    """Through the virtualenv (`.venv/bin/celery`: a plain shell has no `celery`), and its subcommand exists."""
+    calls = celery_calls(shell_lines(page.read_text(encoding="utf-8")))
+    wrong = sorted({f"{runner}celery" for runner, _ in calls if runner != ".venv/bin/"})
+    assert not wrong, f"these fail in a plain shell: {wrong}"
+    for sub in sorted({sub for _, sub in calls}):
+        done = subprocess.run(
+            ["bash", "-c", f".venv/bin/celery -A reactsite {sub} --help"],
+            cwd=ROOT, env=shell, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0 and "Usage:" in done.stdout, (sub, (done.stdout + done.stderr)[-500:])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from agents.limits import keys
+from agents.keys import services as keys
 from agents.models import ApiKey
 from tests.conftest import make_user
 from tests.console.conftest import grant, logged_in

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from agents.background import schedules
 from agents.models import Agent, Run, Schedule
+from agents.schedules import services as schedules
 from tests.conftest import make_user
 from tests.console.conftest import logged_in, stored_run
 

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.limits import quotas
 from agents.models import DailyUsage, TokenQuota
+from agents.usage import quotas
 from tests.conftest import make_user
 from tests.console.conftest import logged_in
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.limits import prices
+from agents.usage import prices
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from agents.limits import prices, quotas
 from agents.models import DailyUsage, ModelPrice, TokenQuota
+from agents.usage import prices, quotas
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db

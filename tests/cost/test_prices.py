@@ -10,10 +10,10 @@ import pytest
 from django.core import checks
 
 from agents.engine import ModelReply, Usage
-from agents.limits import prices
-from agents.limits.prices import Price, check_prices
 from agents.models import ModelPrice
 from agents.providers import provider_class
+from agents.usage import prices
+from agents.usage.prices import Price, check_prices
 
 FILE_PRICE = Price(Decimal("0.15"), Decimal("0.60"), Decimal("0.075"))  # openai/gpt-4o-mini in prices.json
 

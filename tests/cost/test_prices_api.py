@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from agents.limits import prices
 from agents.models import ModelPrice, Run
+from agents.usage import prices
 from tests.conftest import client_for, make_user
 from tests.cost.test_spend import CALL_NANOS, openai_run, scripted
 from tests.providers import stub_llm as llm

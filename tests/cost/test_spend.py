@@ -11,9 +11,9 @@ from decimal import Decimal
 
 import pytest
 
-from agents.limits import quotas
-from agents.limits.owners import OwnerFacts
 from agents.models import DailyUsage, Run, Step, TokenQuota
+from agents.usage import quotas
+from agents.usage.owners import OwnerFacts
 from tests.api.conftest import create_run, run_url
 from tests.providers import stub_llm as llm
 from tests.providers.stub_llm import OPENAI_PATH

@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from django.db import connection
 
-from agents.management import bench_advance
 from agents.models import Run, Step
 from agents.runs import review
+from bench import advance as bench_advance
 from tests.evals.conftest import command
 
 

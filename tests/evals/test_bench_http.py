@@ -14,7 +14,7 @@ import pytest
 import requests
 from django.db import connection
 
-from agents.management.bench_http import (
+from bench.http import (
     InstantModelServer,
     ServerUsage,
     closed_loop,

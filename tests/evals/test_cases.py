@@ -31,7 +31,8 @@ def test_the_repo_cases_load_with_unique_ids_and_every_check_type():
     ids = [c.id for c in cases]
     assert len(cases) >= 25
     assert len(ids) == len(set(ids))
-    assert {c.check["type"] for c in cases} == set(CHECK_TYPES)
+    assert {check.type for c in cases for check in c.checks} == set(CHECK_TYPES)
+    assert any(len(c.checks) > 1 for c in cases) and any(c.pass_score is not None for c in cases)
     assert any(c.not_contains for c in cases)
     assert any(c.max_errors is not None for c in cases)
     assert any(c.setup for c in cases)
@@ -94,10 +95,18 @@ def test_a_required_key_missing(tmp_path, key):
 
 
 @pytest.mark.parametrize(
-    "check", [{"type": "fuzzy", "value": "x"}, {"value": "x"}, {"type": "exact"}, "contains 2"], ids=str
+    ("check", "message"),
+    [
+        ({"type": "fuzzy", "value": "x"}, "case 'one': check: check type must be one of exact, contains, regex"),
+        ({"value": "x"}, "case 'one': check: check type must be one of .* not None"),
+        ({"type": "exact"}, r"case 'one': check \(exact\): 'value' is required"),
+        ("contains 2", "case 'one': check: a check must be a mapping with a type"),
+        ({"type": "exact", "value": 1, "tolerance": 2}, r"check \(exact\): unknown field\(s\) tolerance; known: value"),
+    ],
+    ids=str,
 )
-def test_an_unknown_or_incomplete_check(tmp_path, check):
-    with pytest.raises(CaseError, match="check needs a type"):
+def test_an_unknown_or_incomplete_check(tmp_path, check, message):
+    with pytest.raises(CaseError, match=message):
         load_cases(write(tmp_path, [minimal(check=check)]))
 
 
@@ -117,17 +126,17 @@ def test_a_regex_that_is_not_text(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "message"),
     [
-        {"max_turns": "two"},
-        {"timeout_s": [1]},
-        {"check": {"type": "numeric", "value": "eighty-five"}},
-        {"check": {"type": "numeric", "value": 85, "tolerance": "a bit"}},
+        ({"max_turns": "two"}, "case 'one': max_turns and timeout_s must be numbers"),
+        ({"timeout_s": [1]}, "case 'one': max_turns and timeout_s must be numbers"),
+        ({"check": {"type": "numeric", "value": "eighty-five"}}, r"check \(numeric\): 'value' and 'tolerance' must"),
+        ({"check": {"type": "numeric", "value": 85, "tolerance": "a bit"}}, r"\(numeric\): 'value' and 'tolerance'"),
     ],
     ids=str,
 )
-def test_numbers_that_are_not_numbers(tmp_path, fields):
-    with pytest.raises(CaseError, match="case 'one': max_turns, timeout_s and numeric check values must be numbers"):
+def test_numbers_that_are_not_numbers(tmp_path, fields, message):
+    with pytest.raises(CaseError, match=message):
         load_cases(write(tmp_path, [minimal(**fields)]))
 
 

@@ -18,7 +18,10 @@ from tests.conftest import client_for, make_user
 from tests.evals.conftest import stored_eval_run
 
 EVALS = "/api/v1/evals/runs"
-RESULT_KEYS = {"case_id", "protocol", "run", "passed", "reason", "output", "turns", "latency_ms", "tokens"}
+RESULT_KEYS = {
+    "case_id", "protocol", "attempt", "run", "passed", "score", "checks", "reason", "output", "turns", "latency_ms",
+    "tokens", "cost",
+}  # fmt: skip
 # db_worker closes its database connection between tasks, as a long-lived worker does: these tests commit.
 WORKER = pytest.mark.django_db(transaction=True)
 
@@ -146,7 +149,7 @@ def test_a_failing_task_ends_the_eval_run_with_what_it_had_and_fails_the_task(st
     calls = []
 
     def run_case(*args):
-        calls.append(args[1].id)
+        calls.append(args[1][0].id)
         if len(calls) == 2:
             raise RuntimeError("the second case broke")
         return real_run_case(*args)

@@ -59,10 +59,11 @@ def test_all_passing_exits_normally_and_stores_the_eval_run():
     assert {r.output for r in results} == {"85", "782"}
 
     lines = out.splitlines()
-    assert lines[0].split() == ["case", "protocol", "result", "turns", "ms", "why", "not"]
+    assert lines[0].split() == ["case", "protocol", "result", "score", "turns", "ms", "why", "not"]
     assert set(lines[1]) <= {"-", " "}
     assert sum(" pass " in line for line in lines) == 4
-    assert "4/4 passed (100%) · provider demo · model demo-1 · mean turns 3.00" in out
+    assert "4/4 passed (100%) · score 1.00 · provider demo · model demo-1 · mean turns 3.00" in out
+    assert "gate passed (pass rate ≥ 100%)" in out
     assert f"eval run {eval_run.pk}" in out
 
 
@@ -166,7 +167,7 @@ def test_bad_arguments_exit_2_and_store_nothing(settings, args, message):
 def test_a_malformed_cases_file_exits_2(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("- id: x\n  input: y\n  check: {type: fuzzy, value: 1}\n", encoding="utf-8")
-    with pytest.raises(CommandError, match="check needs a type") as exc:
+    with pytest.raises(CommandError, match="case 'x': check: check type must be one of exact, contains") as exc:
         command("run_evals", "--cases", str(path))
     assert exc.value.returncode == 2
 

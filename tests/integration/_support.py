@@ -135,7 +135,7 @@ def in_threads(n: int, target: Callable[[int], Any], timeout: float = 60) -> lis
 
 
 def window_left(user_pk: int, period: int = 60) -> float:
-    """Seconds until the last second of this user's rate-limit window (agents.limits.ratelimit.window_end - 1)."""
+    """Seconds until the last second of this user's rate-limit window (agents.usage.ratelimit.window_end - 1)."""
     now = time.time()
     ts = int(now)
     edge = ts - (ts % period) + (zlib.crc32(str(user_pk).encode()) % period)

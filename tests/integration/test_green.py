@@ -93,7 +93,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reactsite.settings")
 django.setup()
 from django.db import connection, connections
 from agents.engine.types import ModelRequest
-from agents.runs.drive import Unheld
+from agents.runs.calls import unheld
 from reactsite.serving import green
 
 class Model:
@@ -105,7 +105,7 @@ class Model:
 with connection.cursor() as cursor:
     cursor.execute("SELECT 1")
 before = connection.connection
-reply = Unheld(Model()).complete(ModelRequest(messages=[], tools=[], protocol="native", timeout_s=5.0))
+reply = unheld(Model()).complete(ModelRequest(messages=[], tools=[], protocol="native", timeout_s=5.0))
 print("after", reply, connection.connection is before)
 """
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from django.core.signals import request_finished
+from django.db import close_old_connections
 
 from reactsite.serving import heap
 from tests.integration._support import ROOT
@@ -16,11 +17,15 @@ from tests.integration._support import ROOT
 
 @pytest.fixture
 def fresh_heap(monkeypatch):
-    """heap's module state as in a new worker; the collector and the signal as they were, afterwards."""
+    """heap's module state as in a new worker; the collector and the signal as they were, afterwards. Django's own
+    receiver that closes old database connections is off meanwhile: these requests are signals only, and a
+    connection an earlier test of this process left open must not be touched by a test without the database."""
     threshold = gc.get_threshold()
     monkeypatch.setattr(heap, "_done", 0)
     monkeypatch.setattr(heap, "_installed", False)
+    request_finished.disconnect(close_old_connections)
     yield
+    request_finished.connect(close_old_connections)
     request_finished.disconnect(dispatch_uid="reactsite.serving.heap")
     gc.unfreeze()
     gc.set_threshold(*threshold)

@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import requests
@@ -25,6 +26,7 @@ from agents.models import Run
 from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user, token_key, wait_healthy
 from tests.integration.conftest import free_port
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_tool_calls
+from tests.support.http_stub import StubServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GUNICORN_LEASE_S = 2  # a killed worker's run is swept back within a few seconds
@@ -109,9 +111,15 @@ def fresh_worker(master: subprocess.Popen, gone: int, url: str, limit_s: float =
     raise AssertionError("no fresh gunicorn worker")
 
 
-@pytest.fixture
-def deployment(stub, tmp_path):
-    """gunicorn (one gevent worker) and a run_worker on the test database, the model at the stub."""
+@pytest.fixture(scope="module")
+def deployment(django_db_setup, tmp_path_factory):
+    """gunicorn (one gevent worker) and a run_worker on the test database, the model at the stub: one for the whole
+    file (each round starts with a fresh gunicorn worker, and each test asks its own questions)."""
+    with StubServer() as stub:
+        yield from _deployment(stub, tmp_path_factory.mktemp("deploy"))
+
+
+def _deployment(stub: StubServer, tmp_path: Path):
     base = app_env(OPENAI_API_KEY=fake_key(), OPENAI_BASE_URL=stub.url + "/v1", LOG_LEVEL="WARNING")
     base |= {"AGENT_RATE_LIMIT": "100000/m"}
     port = free_port()

@@ -1,5 +1,5 @@
 """Issue 39, item 5: parallel runs near the daily quota overshoot it by at most one call's worth, whatever the calls'
-sizes (agents.limits.quotas.Admission). Reserving each call in flight at the largest call seen so far let 20 parallel
+sizes (agents.usage.quotas.Admission). Reserving each call in flight at the largest call seen so far let 20 parallel
 runs whose calls grew from 25 to 100 tokens use 975 tokens of a 300-token quota on PostgreSQL, 875 on SQLite.
 
 Real threads against the API (each a sync run, as 20 clients at once) and the scripted OpenAI stub, which holds each

@@ -1,4 +1,4 @@
-"""agents.limits.ratelimit: django-ratelimit's protocol over the shared cache, exact across connections, with bounded
+"""agents.usage.ratelimit: django-ratelimit's protocol over the shared cache, exact across connections, with bounded
 state.
 
 The database cache (reactsite.serving.cache.AtomicDatabaseCache) runs on this run's database (SQLite or PostgreSQL)
@@ -28,7 +28,7 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents.limits import ratelimit
+from agents.usage import ratelimit
 from tests.api.conftest import create_run
 from tests.integration._support import in_threads, window_left
 
@@ -64,7 +64,7 @@ def group() -> str:
 
 @pytest.fixture
 def clock(monkeypatch) -> SimpleNamespace:
-    """The clock django-ratelimit (and agents.limits.ratelimit) read, time.time, stopped at `clock.now` until moved."""
+    """The clock django-ratelimit (and agents.usage.ratelimit) read, time.time, stopped at `clock.now` until moved."""
     stopped = SimpleNamespace(now=time.time())
     monkeypatch.setattr(time, "time", lambda: stopped.now)
     return stopped

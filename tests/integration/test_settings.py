@@ -21,17 +21,20 @@ SHOWN = (*SECURITY, "DEBUG", "ALLOWED_HOSTS", "CACHES", "INSTALLED_APPS", "SILEN
 SHOWN += ("RATELIMIT_USE_CACHE",)  # django-ratelimit's
 SHOWN += ("DATABASES",)
 
-# Executes reactsite/settings.py once per environment given on stdin; prints the values (or the error) as JSON.
+# Imports the reactsite.settings package afresh once per environment given on stdin; prints the values (or the
+# error) as JSON.
 LOADER = f"""
-import json, os, runpy, sys
+import importlib, json, os, sys
 base = dict(os.environ)
 out = []
 for extra in json.load(sys.stdin):
     os.environ.clear()
     os.environ.update(base)
     os.environ.update(extra)
+    for name in [name for name in sys.modules if (name + ".").startswith("reactsite.settings.")]:
+        del sys.modules[name]
     try:
-        values = runpy.run_path({str(ROOT / "reactsite" / "settings.py")!r})
+        values = vars(importlib.import_module("reactsite.settings"))
         out.append({{k: values.get(k) for k in {list(SHOWN)!r}}})
     except Exception as exc:
         out.append({{"error": type(exc).__name__ + ": " + str(exc)}})
@@ -259,3 +262,34 @@ def test_server_side_binding_can_be_switched_off_for_pgbouncer():
     assert on["DATABASES"]["default"]["OPTIONS"]["prepare_threshold"] == 2
     assert "server_side_binding" not in off["DATABASES"]["default"]["OPTIONS"]
     assert "prepare_threshold" not in off["DATABASES"]["default"]["OPTIONS"]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AGENT_TASK_BACKEND": "rq"}, "AGENT_TASK_BACKEND must be one of db, celery, not 'rq'."),
+        (
+            {"AGENT_TASK_BACKEND": "celery"},
+            "AGENT_TASK_BACKEND=celery needs CELERY_BROKER_URL (amqp://… or redis://…).",
+        ),
+    ],
+    ids=["unknown backend", "celery without a broker"],
+)
+def test_a_task_backend_that_cannot_work_stops_every_process_at_start(env, message):
+    proc = manage("check", env=clean_env(DEBUG="1", **env))
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
+def test_the_celery_backend_with_a_broker_passes_the_checks():
+    env = clean_env(DEBUG="1", AGENT_TASK_BACKEND="celery", CELERY_BROKER_URL="redis://127.0.0.1:6379/2")
+    code = (
+        "from django.tasks import task_backends\n"
+        "from reactsite.celery import app\n"
+        "print(type(task_backends['default']).__name__, app.conf.task_acks_late, app.conf.broker_heartbeat,\n"
+        "      app.conf.task_default_queue, app.conf.worker_prefetch_multiplier)\n"
+    )
+    done = run_py(code, env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["CeleryBackend", "True", "0", "reactsite", "1"]
+    assert manage("check", env=env).returncode == 0

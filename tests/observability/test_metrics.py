@@ -17,6 +17,7 @@ import requests
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from agents import periodic
 from agents.engine import ModelError
 from agents.runs import signals, telemetry
 from reactsite.observability import metrics
@@ -41,9 +42,11 @@ def metrics_on(settings, tmp_path, monkeypatch):
     observer = metrics.install(directory)
     telemetry.add_observer(observer)
     signals.run_done.connect(observer.run_done, dispatch_uid="tests.metrics.run_done")
+    periodic.observe(observer.sweep_done)
     try:
         yield directory
     finally:
+        periodic.unobserve(observer.sweep_done)
         signals.run_done.disconnect(dispatch_uid="tests.metrics.run_done")
         telemetry.remove_observer(observer)
         metrics.uninstall()
@@ -262,7 +265,8 @@ def test_the_app_registers_the_observer_only_with_metrics_on(tmp_path, on):
     if on:
         assert "'reactsite.observability.metrics.Observer'" in observers
         assert (imported, told) == ("True", "True")
-        assert directory.is_dir() and {p.name.split("_")[0] for p in directory.iterdir()} == {"gauge"}
+        # the gauges', and the unlabelled counter of the workers' claims (at 0): nothing counted yet
+        assert directory.is_dir() and {p.name.split("_")[0] for p in directory.iterdir()} == {"gauge", "counter"}
     else:
         assert "metrics" not in observers
         assert (imported, told) == ("False", "False")

@@ -159,7 +159,7 @@ def test_a_bad_setting_disables_mcp_tools_without_failing(settings, caplog, fres
 
 
 def test_settings_parse_the_environment_without_failing_on_bad_json():
-    from reactsite.settings import _json_or_text
+    from reactsite.settings.mcp import _json_or_text
 
     assert _json_or_text('[{"name": "x", "url": "http://h/mcp"}]') == [{"name": "x", "url": "http://h/mcp"}]
     assert _json_or_text("") == [] and _json_or_text("[{") == "[{"

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from agents.engine import loop
+from agents.engine import execute
 from agents.engine.dispatch import Toolset, run_tool
 from agents.runs import drive, runtime, submit
 from agents.tools import mcp
@@ -140,7 +140,7 @@ def start(tool: str):
 def crash_after_the_first_call(monkeypatch) -> list[str]:
     """The first tool call reaches the server and returns; then the worker "dies" before its step is committed (the
     exception leaves the unit, the lease is let go, the run stays running). Returns the outputs of the lost calls."""
-    real, lost = loop.run_tool, []
+    real, lost = execute.run_tool, []
 
     def dies_after(*args, **kwargs):
         result = real(*args, **kwargs)
@@ -149,7 +149,7 @@ def crash_after_the_first_call(monkeypatch) -> list[str]:
             raise RuntimeError("the worker died")
         return result
 
-    monkeypatch.setattr(loop, "run_tool", dies_after)
+    monkeypatch.setattr(execute, "run_tool", dies_after)
     return lost
 
 

@@ -1,12 +1,12 @@
 """`GET /api/v1/agents[/{name}]`: the named configurations runs can start from (read-only; staff edit them in the
-admin). API.md v1.1, "Agents: named configurations"."""
+admin). See docs/api.md#agents."""
 
 from __future__ import annotations
 
 from rest_framework import mixins, serializers, viewsets
-from rest_framework.exceptions import NotFound
 
 from agents.models import Agent
+from agents.runconfig.options import AGENT_OPTIONS
 
 
 class AgentSerializer(serializers.ModelSerializer):
@@ -16,12 +16,7 @@ class AgentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Agent
-        fields = [
-            "name", "description", "instructions", "provider", "model", "protocol", "tools", "sensitive_tools",
-            "agents", "max_turns", "timeout_s", "temperature", "max_output_tokens", "output_schema",
-            "max_total_tokens", "max_tool_calls", "tool_limits", "guardrails", "fallback_models", "created_at",
-            "updated_at",
-        ]  # fmt: skip
+        fields = ["name", "description", *AGENT_OPTIONS, "created_at", "updated_at"]
         read_only_fields = fields
 
     def get_provider(self, agent: Agent) -> str | None:
@@ -40,9 +35,4 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     serializer_class = AgentSerializer
     queryset = Agent.objects.order_by("name")
     lookup_field = "name"
-    lookup_value_regex = "[^/]+"
-
-    def get_object(self):
-        if "\x00" in self.kwargs.get(self.lookup_field, ""):  # PostgreSQL text cannot hold one: no such agent
-            raise NotFound()
-        return super().get_object()
+    lookup_value_regex = r"[^/\x00]+"  # a NUL, which PostgreSQL text cannot hold, matches no route: the API's 404

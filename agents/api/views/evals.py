@@ -5,37 +5,66 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
-from agents.api.serializers import StrictCharField, bounds
+from agents.api.fields import StrictCharField, bounds
 from agents.api.throttling import AgentRateThrottle
 from agents.evals import runner
 from agents.evals.cases import CaseError, load_cases
 from agents.models import EvalResult, EvalRun, RunProtocol
 from agents.tasks import run_eval
+from agents.usage.prices import cost_text
 
 CASES_FILE = "agents/evals/cases.yaml"  # as stored on the eval run; the worker reads it from the project's root
 
 
+class CheckOutcomeSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    passed = serializers.BooleanField()
+    score = serializers.FloatField()
+    reason = serializers.CharField()
+    weight = serializers.FloatField()
+    error = serializers.BooleanField(required=False, help_text="Present (true) when the check could not be made.")
+
+
+@extend_schema_field({"type": "string", "nullable": True, "example": "0.000123"})
+class CostField(serializers.Field):
+    """A cost in billionths (`cost_nanos`) as the API writes costs: a decimal string in AGENT_CURRENCY."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value) -> str | None:
+        return cost_text(value.cost_nanos)
+
+
 class EvalResultSerializer(serializers.ModelSerializer):
+    checks = CheckOutcomeSerializer(many=True, read_only=True)
+    cost = CostField(help_text="What the case's runs and judges cost (a decimal string in AGENT_CURRENCY).")
+
     class Meta:
         model = EvalResult
-        fields = ["case_id", "protocol", "run", "passed", "reason", "output", "turns", "latency_ms", "tokens"]
+        fields = [
+            "case_id", "protocol", "attempt", "run", "passed", "score", "checks", "reason", "output", "turns",
+            "latency_ms", "tokens", "cost",
+        ]  # fmt: skip
 
 
 class EvalRunSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    cost = CostField(help_text="What the eval run's cases cost (a decimal string in AGENT_CURRENCY).")
 
     class Meta:
         model = EvalRun
         fields = [
             "id", "created_by", "created_at", "finished_at", "provider", "model", "protocol", "max_reflections",
-            "only", "total", "passed", "pass_rate", "mean_turns", "p50_latency_ms", "p95_latency_ms", "tokens",
+            "only", "cases_sha256", "repeat", "baseline", "total", "passed", "pass_rate", "score", "mean_turns",
+            "p50_latency_ms", "p95_latency_ms", "tokens", "cost", "gate",
         ]  # fmt: skip
 
 
@@ -54,6 +83,7 @@ class EvalStartSerializer(BodySerializer):
     only = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     max_reflections = serializers.IntegerField(**bounds("max_reflections"), default=0)
     concurrency = serializers.IntegerField(min_value=1, max_value=4, default=1)
+    repeat = serializers.IntegerField(min_value=1, max_value=10, default=1, help_text="Attempts of each case.")
 
 
 class EvalRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -113,6 +143,7 @@ class EvalRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             concurrency=data["concurrency"],
             cases_file=CASES_FILE,
             only=data["only"],
+            repeat=data["repeat"],
         )
         if not runner.plan(cases, config.protocol):
             raise ValidationError({"only": ["No case matches."]})

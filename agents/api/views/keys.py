@@ -1,4 +1,4 @@
-"""API keys over HTTP (docs/api-keys.md): validate → agents.limits.keys → serialize. Per user; another user's key is
+"""API keys over HTTP (docs/api-keys.md): validate → agents.keys.services → serialize. Per user; another user's key is
 404; the secret is shown once, in the answer to the create. Managed with the user's token or a session only: a
 request made with an API key is 403 here (agents/api/permissions.py, NO_KEY), so a key cannot mint keys."""
 
@@ -6,18 +6,17 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
+from agents.api.fields import StrictCharField, StrictChoiceField
 from agents.api.inputs import json_type
-from agents.api.serializers import StrictCharField, StrictChoiceField
-from agents.limits import keys
+from agents.keys import services as keys
 from agents.models import ApiKey, ApiKeyScope
 
 NOT_WITH_A_KEY = OpenApiResponse(
@@ -109,16 +108,10 @@ class ApiKeyViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """The caller's own API keys: made, listed (never their secret or hash), revoked."""
 
     serializer_class = ApiKeySerializer
-    lookup_value_regex = "[^/]+"
+    lookup_value_converter = "anyuuid"  # any other id matches no route: the API's JSON 404
 
     def get_queryset(self):
         return ApiKey.objects.filter(owner_id=self.request.user.pk).order_by("-created_at", "-id")
-
-    def get_object(self):
-        try:
-            return super().get_object()
-        except (DjangoValidationError, ValidationError, ValueError):  # not a UUID: no such key
-            raise NotFound() from None
 
     @extend_schema(
         description="The caller's API keys, newest first, revoked ones too (with `revoked_at`); never a secret.",

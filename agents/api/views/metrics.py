@@ -7,8 +7,6 @@ is not in the OpenAPI document. Off (`AGENT_METRICS`), it is the 404 of any unkn
 
 from __future__ import annotations
 
-import hmac
-
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.views.decorators.csrf import csrf_exempt
@@ -22,19 +20,13 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         raise Http404
     if request.method not in ("GET", "HEAD"):
         return HttpResponseNotAllowed(["GET", "HEAD"])
-    if settings.AGENT_METRICS_TOKEN and not _bearer_matches(request, settings.AGENT_METRICS_TOKEN):
-        response = HttpResponse("A valid bearer token is required.\n", status=401, content_type="text/plain")
-        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
-        return response
     from reactsite.observability import metrics  # imported only with metrics on
 
+    if not metrics.authorised(request.headers.get("Authorization", ""), settings.AGENT_METRICS_TOKEN):
+        response = HttpResponse(metrics.UNAUTHORISED, status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = metrics.CHALLENGE
+        return response
     body, content_type = metrics.exposition(
         settings.AGENT_METRICS_DIR, selectors.waiting_counts, request.headers.get("Accept", "")
     )
     return HttpResponse(body, content_type=content_type, headers={"Cache-Control": "no-store"})
-
-
-def _bearer_matches(request: HttpRequest, token: str) -> bool:
-    """`Authorization: Bearer <token>`, the token compared in constant time."""
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())

@@ -1,5 +1,5 @@
 """The price table over HTTP (docs/cost.md, "The price table over HTTP"): every user reads the prices runs are
-charged at; staff set and remove the console's prices (ModelPrice), as in the admin. Validate → agents.limits.prices
+charged at; staff set and remove the console's prices (ModelPrice), as in the admin. Validate → agents.usage.prices
 → serialize."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from rest_framework.permissions import SAFE_METHODS, IsAdminUser, IsAuthenticate
 from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
+from agents.api.fields import DecimalText, StrictCharField, StrictChoiceField
 from agents.api.inputs import json_type
-from agents.api.serializers import DecimalText, StrictCharField, StrictChoiceField
-from agents.limits import prices
 from agents.models import ModelPrice
 from agents.providers import KEY_SETTINGS
+from agents.usage import prices
 
 # ModelPrice's columns hold 12 digits, 6 of them decimals: a price is below 1000000.
 WHOLE_DIGITS, DECIMAL_PLACES = 6, 6
@@ -57,7 +57,7 @@ class PriceSerializer(serializers.Serializer):
     source = serializers.ChoiceField(
         choices=prices.SOURCES,
         help_text="The table the price comes from, the one that wins: console over settings (AGENT_PRICES) over "
-        "repository (agents/limits/prices.json, used only while AGENT_CURRENCY is its currency, USD).",
+        "repository (agents/usage/prices.json, used only while AGENT_CURRENCY is its currency, USD).",
     )
 
     def get_currency(self, entry: prices.Entry) -> str:

@@ -12,7 +12,7 @@ from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,17 +23,20 @@ from agents.api.events import EventStreamRenderer, Frames, Turn, run_events
 from agents.api.serializers import (
     AdvanceSerializer,
     EventsQuerySerializer,
+    FeedbackSerializer,
     ForkSerializer,
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
+    ScoreSerializer,
     SeedRunResultSerializer,
     SeedRunSerializer,
 )
 from agents.api.throttling import AgentRateThrottle
+from agents.evals import online
 from agents.models import Run, RunMode, RunStatus, Step, StopReason
 from agents.permissions import visible_runs
-from agents.runs import drive, fork, idempotency, multitask, review, search, submit
+from agents.runs import drive, fork, idempotency, multitask, representation, review, search, submit
 
 
 class _TrueOrFalse(forms.NullBooleanField):
@@ -91,7 +94,7 @@ def _to_json(data) -> object:
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     serializer_class = RunSerializer
     filterset_class = RunFilter
-    lookup_value_regex = "[^/]+"
+    lookup_value_converter = "anyuuid"  # any other id matches no route: the API's JSON 404
 
     def initial(self, request, *args, **kwargs):
         if self.action == "events":  # its turn to read first, before any read (authentication's): see Turn
@@ -111,21 +114,15 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def get_queryset(self):
         runs = visible_runs(self.request.user).order_by("-created_at").defer("history")  # only the engine reads it
         if self.action == "retrieve":
-            return runs.prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")))
+            return runs.prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")), "scores")
         if self.action == "list":  # pending_action of paused runs from one query, not two per run
             paused = Step.objects.filter(run__status=RunStatus.AWAITING_APPROVAL).order_by("index")
             runs = search.from_query(self.request.query_params).apply(runs)  # metadata, words, time (400 if bad)
             return runs.prefetch_related(Prefetch("steps", queryset=paused, to_attr="paused_steps"))
         return runs
 
-    def get_object(self):
-        try:
-            return super().get_object()
-        except (ValidationError, ValueError):
-            raise NotFound() from None
-
     def get_throttles(self):
-        return [AgentRateThrottle()] if self.action in {"create", "advance", "fork"} else []
+        return [AgentRateThrottle()] if self.action in {"create", "advance", "fork", "feedback"} else []
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
@@ -210,6 +207,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     def _report(self, begun: idempotency.Begun, request) -> Response:
         """A retry of a request whose run exists: the run's final response once it is done, else the run as it is
         now (202: it continues in the background). The body is the first request's (same fingerprint)."""
+        assert begun.run is not None  # a report is on the run an earlier request created
         run = Run.objects.get(pk=begun.run.pk)
         background = isinstance(request.data, dict) and request.data.get("mode") == RunMode.BACKGROUND
         if run.status != RunStatus.DONE:
@@ -250,6 +248,17 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
         return response
+
+    @extend_schema(request=FeedbackSerializer, responses={201: ScoreSerializer})
+    @action(detail=True, methods=["post"])
+    def feedback(self, request, pk=None):
+        """A score (0-1) and a comment on a run, by its owner or a reviewer; it shows in the run's `scores` with
+        `source` human. Another user's run: 404."""
+        run = self.get_object()
+        body = FeedbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        score = online.add_feedback(run=run, user=request.user, **body.validated_data)
+        return Response(representation.score_json(score), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])

@@ -1,4 +1,4 @@
-"""Schedules over HTTP (docs/api.md, "Schedules"; docs/schedules.md): validate → agents.background.schedules →
+"""Schedules over HTTP (docs/api.md, "Schedules"; docs/schedules.md): validate → agents.schedules.services →
 serialize. Per user: another user's schedule is 404, reviewers included (a schedule starts runs as its owner; staff
 see every schedule in the console). The run options are the run body's own fields (`RunCreateSerializer`), so they
 are refused here exactly as `POST /api/v1/runs` refuses them; what needs the database (an unknown agent, provider,
@@ -7,20 +7,22 @@ tool, the cron expression, the time zone) is the service's to refuse, with the s
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
+from agents.api.fields import StrictBooleanField, StrictCharField
 from agents.api.schema import FREE_FORM_OBJECT, TOOL_NAMES, WHITESPACE, usable_providers
-from agents.api.serializers import RunCreateSerializer, StrictBooleanField, StrictCharField
-from agents.background import schedules
+from agents.api.serializers import RunCreateSerializer
 from agents.models import Schedule
+from agents.runconfig.options import BY_NAME
+from agents.schedules import services as schedules
 
 CRON_HELP = (
     "Five fields, minute hour day-of-month month day-of-week, read as Debian's cron reads them (`0 9 * * 1-5`; "
@@ -40,28 +42,33 @@ CRON_PATTERN = (
     f"|[0-9A-Za-z*,/#-]+(?:[{WHITESPACE}]+[0-9A-Za-z*,/#-]+){{4}})[{WHITESPACE}]*$"
 )
 TIMEZONE_HELP = "An IANA time zone (Europe/Paris) the expression is read in, daylight saving time included."
+_JSON_TYPES: dict[type, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    dict: FREE_FORM_OBJECT,
+}
+
+
+def _option_schema(name: str) -> dict:
+    """A stored option's JSON type, from the option list (`agent`, an agent's name: a string)."""
+    option = BY_NAME.get(name)
+    if option is None:
+        return {"type": "string"}
+    if option.choices:
+        return {"type": "string", "enum": [value for value, _ in option.choices]}
+    if option.types == (list,):
+        return {"type": "array", "items": dict(_JSON_TYPES[option.items or str])}
+    if option.types == (dict,) and option.items is not None:
+        return {"type": "object", "additionalProperties": dict(_JSON_TYPES[option.items])}
+    return dict(_JSON_TYPES[option.types[-1]])
+
+
 OPTIONS_SCHEMA = {
     "type": "object",
     "description": "The run options its runs start with: only those given (the others are the agent's, else the "
     "defaults, when each run starts).",
-    "properties": {
-        "agent": {"type": "string"},
-        "provider": {"type": "string"},
-        "model": {"type": "string"},
-        "protocol": {"type": "string", "enum": ["tools", "react"]},
-        "max_turns": {"type": "integer"},
-        "timeout_s": {"type": "number"},
-        "tools": {"type": "array", "items": {"type": "string"}},
-        "instructions": {"type": "string"},
-        "temperature": {"type": "number"},
-        "max_output_tokens": {"type": "integer"},
-        "output_schema": FREE_FORM_OBJECT,
-        "max_total_tokens": {"type": "integer"},
-        "max_tool_calls": {"type": "integer"},
-        "tool_limits": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "guardrails": {"type": "array", "items": FREE_FORM_OBJECT},
-        "fallback_models": {"type": "array", "items": {"type": "string"}},
-    },
+    "properties": {name: _option_schema(name) for name in schedules.RUN_OPTIONS},
     "additionalProperties": False,
 }
 
@@ -206,16 +213,10 @@ class ScheduleViewSet(
     """The caller's own schedules: each starts a background run of theirs at the times its cron expression names."""
 
     serializer_class = ScheduleSerializer
-    lookup_value_regex = "[^/]+"
+    lookup_value_converter = "anyuuid"  # any other id matches no route: the API's JSON 404
 
     def get_queryset(self):
         return Schedule.objects.filter(owner_id=self.request.user.pk).order_by("-created_at")
-
-    def get_object(self):
-        try:
-            return super().get_object()
-        except (DjangoValidationError, ValidationError, ValueError):  # not a UUID: no such schedule
-            raise NotFound() from None
 
     @extend_schema(request=ScheduleCreateSerializer, responses={201: ScheduleSerializer})
     def create(self, request):

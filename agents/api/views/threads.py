@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.db.models import Count, Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
-from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from agents.api.serializers import (
@@ -21,10 +20,10 @@ from agents.runs import submit
 class ThreadViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
 ):
-    """Conversations: a run created with `thread_id` sees the thread's earlier runs (API.md v1.1, "Threads")."""
+    """Conversations: a run created with `thread_id` sees the thread's earlier runs (docs/api.md#threads)."""
 
     serializer_class = ThreadSerializer
-    lookup_value_regex = "[^/]+"
+    lookup_value_converter = "anyuuid"  # any other id matches no route: the API's JSON 404
 
     def get_queryset(self):
         threads = visible_threads(self.request.user).annotate(run_count=Count("runs")).order_by("-updated_at")
@@ -34,12 +33,6 @@ class ThreadViewSet(
             )
             return threads.prefetch_related(Prefetch("runs", queryset=runs))
         return threads
-
-    def get_object(self):
-        try:
-            return super().get_object()
-        except (ValidationError, ValueError):  # not a UUID: no such thread
-            raise NotFound() from None
 
     def get_serializer_class(self):
         return ThreadDetailSerializer if self.action == "retrieve" else ThreadSerializer

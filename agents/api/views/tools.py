@@ -29,7 +29,7 @@ class ToolViewSet(viewsets.ViewSet):
     def list(self, request):
         floor = set(runtime.sensitive_floor())
         registry = runtime.tool_registry()
-        tools = [registry.get(n) for n in registry.names()]
+        tools = [t for n in registry.names() if (t := registry.get(n)) is not None]
         return Response([t.describe(sensitive=runtime.is_sensitive(t, floor)) for t in tools])
 
     @extend_schema(request=ToolInvokeSerializer, responses=ToolResultSerializer)

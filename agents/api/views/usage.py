@@ -1,5 +1,5 @@
-"""`GET /api/v1/usage`: the caller's tokens and spend today (UTC) and their daily quotas (API.md v1.1, "Quotas and
-usage"; docs/cost.md)."""
+"""`GET /api/v1/usage`: the caller's tokens and spend today (UTC) and their daily quotas (docs/api.md#usage;
+docs/cost.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.api.serializers import DecimalText
-from agents.limits import quotas
+from agents.api.fields import DecimalText
+from agents.usage import quotas
 
 
 class UsageSerializer(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""Webhooks over HTTP (API.md v1.1, "Webhooks"): validate → agents.notifications.webhooks → serialize. Per user;
+"""Webhooks over HTTP (docs/api.md#webhooks): validate → agents.notifications.webhooks → serialize. Per user;
 another user's webhook is 404; the secret is shown once, in the answer to the create."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from agents.api.bodies import BodySerializer
-from agents.api.serializers import StrictCharField, StrictChoiceField
+from agents.api.fields import StrictCharField, StrictChoiceField
 from agents.models import Webhook, WebhookEvent
 from agents.notifications import webhooks
 
@@ -74,16 +74,10 @@ class WebhookViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.G
     """The caller's own webhooks: `run.done` and `run.awaiting_approval` of their runs, POSTed and signed."""
 
     serializer_class = WebhookSerializer
-    lookup_value_regex = "[^/]+"
+    lookup_value_converter = "anyuuid"  # any other id matches no route: the API's JSON 404
 
     def get_queryset(self):
         return Webhook.objects.filter(owner_id=self.request.user.pk).order_by("-created_at")
-
-    def get_object(self):
-        try:
-            return super().get_object()
-        except (DjangoValidationError, ValidationError, ValueError):  # not a UUID: no such webhook
-            raise NotFound() from None
 
     @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookCreatedSerializer})
     def create(self, request):

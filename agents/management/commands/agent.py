@@ -16,10 +16,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents import errors
 from agents.api.serializers import RunDetailSerializer
-from agents.limits import prices, quotas
 from agents.models import Run, RunStatus, Step
 from agents.permissions import can_decide
+from agents.runconfig.options import RUN_LIMITS
 from agents.runs import drive, live, review, selectors, submit
+from agents.usage import prices, quotas
 
 
 class Command(BaseCommand):
@@ -59,10 +60,10 @@ class Command(BaseCommand):
             logger.setLevel(level)  # in-process callers (call_command) keep their own logging
 
     def _handle(self, opts) -> None:
-        if opts["max_turns"] is not None and not 1 <= opts["max_turns"] <= 50:
-            raise CommandError("--max-turns must be between 1 and 50.", returncode=2)
-        if opts["timeout"] is not None and not 1 <= opts["timeout"] <= 600:
-            raise CommandError("--timeout must be between 1 and 600 seconds.", returncode=2)
+        for flag, name, unit in (("max_turns", "max_turns", ""), ("timeout", "timeout_s", " seconds")):
+            low, high = RUN_LIMITS[name]  # the bounds a run body has (agents/runconfig/options.py)
+            if opts[flag] is not None and not low <= opts[flag] <= high:
+                raise CommandError(f"--{flag.replace('_', '-')} must be between {low} and {high}{unit}.", returncode=2)
         if not opts["input"].strip() or len(opts["input"]) > settings.AGENT_MAX_INPUT_CHARS:
             raise CommandError(f"The input must have 1 to {settings.AGENT_MAX_INPUT_CHARS} characters.", returncode=2)
         if opts["thread"] is not None and opts["new_thread"]:  # argparse refuses the pair; call_command(**kw) does not

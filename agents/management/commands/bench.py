@@ -7,7 +7,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -17,8 +17,8 @@ from django.test.utils import override_settings
 from agents.management.tables import format_table
 
 if TYPE_CHECKING:  # the HTTP helpers (requests, subprocesses) load only when an HTTP section runs
-    from agents.management.bench_http import Gunicorn
-from agents.management.bench_support import (
+    from bench.http import Gunicorn
+from bench.support import (
     Row,
     _bench_user,
     _check_answers,
@@ -69,38 +69,8 @@ class Command(BaseCommand):
         parser.add_argument("--sizes", default="1000,10000,100000", help="memory sizes (facts for one user)")
         parser.add_argument("--queries", type=int, default=200, help="recall queries per memory size")
         parser.add_argument("--http-runs", type=int, default=40, help="runs per concurrency level over HTTP")
-        parser.add_argument(
-            "--latency-clients",
-            default="64",
-            help="latency: comma-separated client counts of the closed loop (default 64; 64,256 adds ~30 s)",
-        )
-        parser.add_argument(
-            "--latency-seconds", type=float, default=10.0, help="latency: seconds per client count (default 10)"
-        )
-        parser.add_argument(
-            "--model-delay-ms", type=float, default=200.0, help="latency: ms the model takes per call (default 200)"
-        )
-        parser.add_argument(
-            "--background-runs",
-            type=int,
-            default=200,
-            help="background: runs queued at once for one worker process (default 200; the model: --model-delay-ms); "
-            "no other worker may serve the database meanwhile",
-        )
-        parser.add_argument(
-            "--prune-runs", type=int, default=100_000, help="prune: old runs (3 steps each) to delete (default 100000)"
-        )
-        parser.add_argument("--stream-runs", type=int, default=200, help="stream: runs followed at once (default 200)")
-        parser.add_argument(
-            "--stream-seconds",
-            type=float,
-            default=8.0,
-            help="stream: seconds each streaming run writes (50 words/s) and each W3 window lasts (default 8)",
-        )
-        parser.add_argument("--advance-runs", type=int, default=5, help="advance: step runs driven (default 5)")
-        parser.add_argument(
-            "--advance-turns", type=int, default=50, help="advance: turns of each step run (default 50, at most 50)"
-        )
+        _add_slow_model_arguments(parser)
+        _add_volume_arguments(parser)
 
     def handle(self, *args, **opts) -> None:
         wanted = [s.strip() for s in opts["only"].split(",") if s.strip()]
@@ -191,7 +161,7 @@ class Command(BaseCommand):
         ]
 
     def _bench_http(self, *, http_runs: int, **_) -> list[Row]:
-        from agents.management.bench_http import Gunicorn, InstantModelServer, ServerUsage
+        from bench.http import Gunicorn, InstantModelServer, ServerUsage
 
         rows: list[Row] = []
         with _bench_user() as token, InstantModelServer() as model, Gunicorn(_http_env(model.url)) as server:
@@ -216,7 +186,7 @@ class Command(BaseCommand):
         self, *, latency_clients: list[int], latency_seconds: float, model_delay_ms: float, **_
     ) -> list[Row]:
         """The three-turn run against a model that takes `model_delay_ms` per call, under a closed-loop load."""
-        from agents.management.bench_http import Gunicorn, InstantModelServer, ServerUsage, closed_loop
+        from bench.http import Gunicorn, InstantModelServer, ServerUsage, closed_loop
 
         rows: list[Row] = []
         with (
@@ -236,19 +206,11 @@ class Command(BaseCommand):
 
     def _bench_background(self, *, background_runs: int, model_delay_ms: float, **_) -> list[Row]:
         """`background_runs` background runs queued at once, then one `run_worker` process drives them all."""
-        from django_tasks_db.models import DBTaskResult
+        from bench.http import InstantModelServer
 
-        from agents.management.bench_http import InstantModelServer, ServerUsage, Worker
-        from agents.models import RunStatus
-
-        waiting = DBTaskResult.objects.filter(status="READY").count()
-        if waiting:
-            raise CommandError(
-                f"background bench: {waiting} task(s) already wait in this database's queue, and the bench's worker "
-                "would take them too. Run it where the queue is idle (say, a fresh database: DATABASE_URL)."
-            )
+        _check_queue_idle()
         count, name = background_runs, f"background, {model_delay_ms:g} ms model"
-        concurrency, patience_s = max(count, 200), 120.0 + count * 0.5  # a slow machine may need ~30 ms a run
+        concurrency, patience_s = max(count, 200), 120.0 + count * 0.5  # room for a slow machine
         with _bench_user() as token, InstantModelServer(model_delay_ms) as model:
             env = _http_env(model.url)
             started = time.perf_counter()
@@ -257,18 +219,7 @@ class Command(BaseCommand):
             self._progress(
                 f"  background: {count} runs queued in {queued_s:.1f} s; one run_worker process drives them …"
             )
-            try:
-                with Worker(env, concurrency=concurrency) as worker:
-                    begun = time.perf_counter()
-                    _wait_for(lambda: _left(ids, RunStatus.QUEUED) < count, worker, begun, "none taken", patience_s)
-                    up_s = time.perf_counter() - begun
-                    with ServerUsage(worker.proc.pid, postgres=_local_postgres()) as usage:
-                        done = lambda: _left(ids, RunStatus.DONE, negate=True) == 0  # noqa: E731 - read again each poll
-                        _wait_for(done, worker, begun, "not all done", patience_s)
-                    done_s = time.perf_counter() - begun
-                _check_answers(ids)
-            finally:  # the runs go with the bench user; their finished tasks go here
-                DBTaskResult.objects.filter(args_kwargs__args__0__in=[str(pk) for pk in ids]).delete()
+            up_s, done_s, usage = _drive_queued(ids, count, env, concurrency, patience_s)
         work = (
             f"{count} 3-turn runs queued at once (model {model_delay_ms:g} ms/call), one run_worker process "
             f"(--concurrency {concurrency})"
@@ -283,14 +234,14 @@ class Command(BaseCommand):
 
     def _bench_stream(self, *, stream_runs: int, stream_seconds: float, **_) -> list[Row]:
         """Live runs: first chunk to first delta, many streams at once, and what streaming costs W3."""
-        from agents.management import bench_stream
+        from bench import stream as bench_stream
 
         with _bench_user() as token:
             return bench_stream.measure(token, self._progress, runs=stream_runs, seconds=stream_seconds)
 
     def _bench_advance(self, *, advance_runs: int, advance_turns: int, **_) -> list[Row]:
-        """A step run advanced one unit at a time: its last advances against its first (issue 36)."""
-        from agents.management import bench_advance
+        """A step run advanced one unit at a time: its last advances against its first."""
+        from bench import advance as bench_advance
 
         return bench_advance.measure(self._progress, runs=advance_runs, turns=advance_turns)
 
@@ -301,13 +252,13 @@ class Command(BaseCommand):
 
     def _bench_memory(self, *, sizes: list[int], queries: int, **_) -> list[Row]:
         """Full-text recall's latency (the figures of earlier waves; every mode: `recall`)."""
-        from agents.management import bench_recall
+        from bench import recall as bench_recall
 
         return bench_recall.latency_rows(self._progress, sizes, queries, ["text"], name="memory recall")
 
     def _bench_recall(self, *, sizes: list[int], queries: int, **_) -> list[Row]:
         """Recall by meaning: latency per mode and size, what vectors add to remember, quality on the labelled set."""
-        from agents.management import bench_recall
+        from bench import recall as bench_recall
 
         return bench_recall.measure(self._progress, sizes, queries)
 
@@ -330,3 +281,80 @@ class Command(BaseCommand):
             Row("prune rows/s", rows / seconds, "rows/s", work),
             Row("prune runs/s", pruned.counts.get("runs", 0) / seconds, "runs/s", work),
         ]
+
+
+def _check_queue_idle() -> None:
+    """CommandError when tasks already wait in the queue: the bench's worker would take them too."""
+    from django_tasks_db.models import DBTaskResult
+
+    waiting = DBTaskResult.objects.filter(status="READY").count()
+    if waiting:
+        raise CommandError(
+            f"background bench: {waiting} task(s) already wait in this database's queue, and the bench's worker "
+            "would take them too. Run it where the queue is idle (say, a fresh database: DATABASE_URL)."
+        )
+
+
+def _drive_queued(
+    ids: list[uuid.UUID], count: int, env: dict[str, str], concurrency: int, patience_s: float
+) -> tuple[float, float, Any]:
+    """One `run_worker` process drives the queued runs `ids` to their end, their answers checked: the seconds until
+    it took the first and until all were done, and the worker's usage meanwhile. Their tasks are deleted after."""
+    from django_tasks_db.models import DBTaskResult
+
+    from agents.models import RunStatus
+    from bench.http import ServerUsage, Worker
+
+    try:
+        with Worker(env, concurrency=concurrency) as worker:
+            begun = time.perf_counter()
+            _wait_for(lambda: _left(ids, RunStatus.QUEUED) < count, worker, begun, "none taken", patience_s)
+            up_s = time.perf_counter() - begun
+            with ServerUsage(worker.proc.pid, postgres=_local_postgres()) as usage:
+                done = lambda: _left(ids, RunStatus.DONE, negate=True) == 0  # noqa: E731 - read again each poll
+                _wait_for(done, worker, begun, "not all done", patience_s)
+            done_s = time.perf_counter() - begun
+        _check_answers(ids)
+    finally:  # the runs go with the bench user; their finished tasks go here
+        DBTaskResult.objects.filter(args_kwargs__args__0__in=[str(pk) for pk in ids]).delete()
+    return up_s, done_s, usage
+
+
+def _add_slow_model_arguments(parser) -> None:
+    """The options of the sections that run against a model that takes its time: latency and background."""
+    parser.add_argument(
+        "--latency-clients",
+        default="64",
+        help="latency: comma-separated client counts of the closed loop (default 64; 64,256 adds ~30 s)",
+    )
+    parser.add_argument(
+        "--latency-seconds", type=float, default=10.0, help="latency: seconds per client count (default 10)"
+    )
+    parser.add_argument(
+        "--model-delay-ms", type=float, default=200.0, help="latency: ms the model takes per call (default 200)"
+    )
+    parser.add_argument(
+        "--background-runs",
+        type=int,
+        default=200,
+        help="background: runs queued at once for one worker process (default 200; the model: --model-delay-ms); "
+        "no other worker may serve the database meanwhile",
+    )
+
+
+def _add_volume_arguments(parser) -> None:
+    """How much the prune, stream and advance sections do."""
+    parser.add_argument(
+        "--prune-runs", type=int, default=100_000, help="prune: old runs (3 steps each) to delete (default 100000)"
+    )
+    parser.add_argument("--stream-runs", type=int, default=200, help="stream: runs followed at once (default 200)")
+    parser.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=8.0,
+        help="stream: seconds each streaming run writes (50 words/s) and each W3 window lasts (default 8)",
+    )
+    parser.add_argument("--advance-runs", type=int, default=5, help="advance: step runs driven (default 5)")
+    parser.add_argument(
+        "--advance-turns", type=int, default=50, help="advance: turns of each step run (default 50, at most 50)"
+    )

@@ -1,4 +1,5 @@
-"""`manage.py export_cases`: stored runs as eval cases (YAML on stdout) that `run_evals --replay` replays."""
+"""`manage.py export_cases`: stored runs as eval cases (YAML on stdout, or --output's file) that `run_evals --replay`
+replays; `--labelled`: the cases reviewers labelled in the admin's review queue."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.evals import export
-from agents.models import RunStatus, StopReason
+from agents.models import LabelledCase, RunStatus, StopReason
 
 DEFAULT_USER = "admin"
 
@@ -16,7 +17,8 @@ DEFAULT_USER = "admin"
 class Command(BaseCommand):
     help = (
         "Write stored runs as eval cases (YAML, on stdout): the input, the final answer as the expected answer and "
-        "the recorded tool outputs as fixtures. Only runs --user may see; runs without a final answer are skipped."
+        "the recorded tool outputs as fixtures. Only runs --user may see; runs without a final answer are skipped. "
+        "With --labelled: every case reviewers labelled in the admin's review queue."
     )
 
     def add_arguments(self, parser) -> None:
@@ -27,8 +29,19 @@ class Command(BaseCommand):
             "--limit", type=int, default=export.DEFAULT_LIMIT, help="without --run: the newest N matching runs"
         )
         parser.add_argument("--user", default=None, help="who exports: only the runs they may see (default admin)")
+        parser.add_argument(
+            "--labelled",
+            action="store_true",
+            help="every case reviewers labelled in the admin's review queue, instead of runs",
+        )
+        parser.add_argument("--output", default=None, metavar="PATH", help="write the cases to PATH, not stdout")
 
     def handle(self, *args, **opts) -> None:
+        if opts["labelled"]:
+            if opts["run"] or opts["status"] or opts["stop_reason"] or opts["user"]:
+                raise CommandError("--labelled takes no --run, --status, --stop-reason or --user.", returncode=2)
+            self._labelled(opts["output"])
+            return
         if not (opts["run"] or opts["status"] or opts["stop_reason"]):
             raise CommandError("Name runs with --run, or select them with --status / --stop-reason.", returncode=2)
         if opts["limit"] < 1:
@@ -55,8 +68,27 @@ class Command(BaseCommand):
             self.stderr.write(line)
         if not exported.cases:
             raise CommandError("No eval case: no selected run could be exported.")
-        self.stdout.write(export.to_yaml(exported, user), ending="")
+        self._write(export.to_yaml(exported, user), opts["output"])
         self._progress(f"{len(exported.cases)} case(s) from {len(runs)} selected run(s).")
+
+    def _labelled(self, output: str | None) -> None:
+        """Every labelled case, oldest first (a file that grows at its end as reviewers label more)."""
+        labelled = list(LabelledCase.objects.order_by("created_at", "pk").values_list("case", flat=True))
+        if not labelled:
+            raise CommandError("No labelled case: label runs in the admin's review queue first.")
+        self._write(export.labelled_yaml(labelled), output)
+        self._progress(f"{len(labelled)} labelled case(s).")
+
+    def _write(self, text: str, output: str | None) -> None:
+        if output is None:
+            self.stdout.write(text, ending="")
+            return
+        try:
+            with open(output, "w", encoding="utf-8") as file:
+                file.write(text)
+        except OSError as exc:
+            raise CommandError(f"Cannot write {output}: {exc.strerror}.", returncode=2) from None
+        self._progress(f"Wrote {output}.")
 
     def _user(self, username: str | None):
         """The exporting user: --user's, else admin (whom `make run` creates)."""

@@ -9,17 +9,18 @@ journal_mode=WAL`, with `gevent.sleep` between tries, until the configured `time
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from reactsite.serving import green
 from reactsite.serving.sqlite import driver
 
-base = driver.django_backend()  # bound to sqlean.py's driver, which can load sqlite-vec (driver.py)
-sqlite3 = base.Database
+base: Any = driver.django_backend()  # bound to sqlean.py's driver, which can load sqlite-vec (driver.py)
+sqlite3: Any = base.Database
 
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.0005, 0.02
 
 
-def _locked(exc: sqlite3.OperationalError) -> bool:
+def _locked(exc: Exception) -> bool:
     return "database is locked" in str(exc)
 
 

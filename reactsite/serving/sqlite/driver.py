@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import sys
 from types import ModuleType
+from typing import Any
 
 _BACKEND = "django.db.backends.sqlite3.base"
 # Why the last connection could not load sqlite-vec (None: it could): for the system check.
@@ -30,7 +31,7 @@ vec_problem: str | None = None
 LIMITS = {2: 2000, 9: 32766}  # SQLITE_LIMIT_COLUMN, SQLITE_LIMIT_VARIABLE_NUMBER
 
 
-def _compat(dbapi2: ModuleType) -> ModuleType:
+def _compat(dbapi2: Any) -> ModuleType:
     """sqlean.py's dbapi2 with what Django 6.1 uses of Python 3.11's: Connection.getlimit and its constants."""
 
     class Connection(dbapi2.Connection):
@@ -39,7 +40,7 @@ def _compat(dbapi2: ModuleType) -> ModuleType:
                 raise dbapi2.ProgrammingError(f"limit {category} is not known for this driver")
             return LIMITS[category]
 
-    module = ModuleType("sqlite3", dbapi2.__doc__)
+    module: Any = ModuleType("sqlite3", dbapi2.__doc__)
     module.__dict__.update({k: v for k, v in vars(dbapi2).items() if not k.startswith("__")})
     module.SQLITE_LIMIT_COLUMN, module.SQLITE_LIMIT_VARIABLE_NUMBER = 2, 9
     module.dbapi2 = module

@@ -1,0 +1,1 @@
+"""API keys: made, revoked, checked on each request (docs/api-keys.md)."""

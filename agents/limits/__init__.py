@@ -1,1 +1,0 @@
-"""Limits: daily token quotas, rate limits, the usage trigger."""
