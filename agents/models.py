@@ -64,12 +64,37 @@ class Agent(AgentColumns):
     # Online evaluators (docs/evals.md#scores-on-production-runs): [{"name", "check", "sample"}], each scoring a
     # sampled fraction of this agent's finished runs on the worker; checked by agents.evals.online.evaluator_problems.
     evaluators = models.JSONField(default=list, blank=True)
+    # Its current version (agents/runs/catalog.py): every change, from the API or the admin, makes a new one.
+    version = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+
+class AgentVersion(models.Model):
+    """One immutable version of an agent: what it was after one change (docs/agents.md#versions). Kept by name when
+    the agent is deleted, for the runs that used it; `name@n` runs version n."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="versions")
+    name = models.SlugField(max_length=64)
+    version = models.PositiveIntegerField()
+    # Its description, options (as the agent stores them: empty means the default) and evaluators.
+    config = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    restored_from = models.PositiveIntegerField(null=True, blank=True, help_text="the version it restores")
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="agentversion_name_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
 
 
 class Thread(models.Model):
@@ -81,6 +106,10 @@ class Thread(models.Model):
     metadata = models.JSONField(default=dict, blank=True, help_text="the client's own: flat string/number/bool values")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, help_text="when a run was last added: the list's order")
+    # `history: "summarize"` (docs/threads.md#long-threads): the earliest runs' turns condensed by the model, and how
+    # many of the thread's runs (oldest first) it covers; later runs extend it rather than redo it.
+    summary = models.TextField(blank=True, default="")
+    summary_runs = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-updated_at"]
@@ -88,6 +117,29 @@ class Thread(models.Model):
 
     def __str__(self) -> str:
         return self.title or f"thread {str(self.id)[:8]}"
+
+
+class Document(models.Model):
+    """A file given to a run (PDF or plain text), or an image of a thread's history: stored once per owner and
+    content, and referenced by the input parts of the runs that use it (`{"type": "file", "document": id}`), never
+    copied into each turn's history (docs/documents.md)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="documents")
+    sha256 = models.CharField(max_length=64)
+    media_type = models.CharField(max_length=100)
+    name = models.CharField(max_length=200, blank=True, default="")
+    size = models.PositiveIntegerField()
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "sha256", "media_type"], name="document_owner_content")
+        ]
+
+    def __str__(self) -> str:
+        return self.name or f"document {str(self.id)[:8]}"
 
 
 class Run(RunColumns):
@@ -103,6 +155,7 @@ class Run(RunColumns):
     # The agent it started from (its name, kept as it was); the options it ran with are its RunColumns
     # (agents/runconfig/storage.py), read as one value: `run.config`.
     agent = models.CharField(max_length=64, null=True, blank=True)
+    agent_version = models.PositiveIntegerField(null=True, blank=True)  # the agent's version it ran (`name@n`)
     output_json = models.JSONField(null=True, blank=True)
     input = models.TextField()
     # An input given as a list of parts (text and images, docs/api.md#images-on-a-run) as it was given; `input` then
@@ -533,6 +586,7 @@ class ApiKeyScope(models.TextChoices):
     RUNS_WRITE = "runs:write"
     APPROVALS = "approvals"
     MEMORY = "memory"
+    AGENTS = "agents"  # write agents over the API (docs/agents.md)
 
 
 class ApiKey(models.Model):

@@ -184,6 +184,8 @@ def _scalar_field(option: Option, **kwargs) -> serializers.Field:
         return StrictChoiceField(choices=list(option.choices), **kwargs)
     if option.types == (str,):
         return StrictCharField(max_length=option.max_length, allow_blank=option.blank, **kwargs)
+    if option.types == (bool,):
+        return StrictBooleanField(**kwargs)
     limits = {"min_value": option.low, "max_value": option.high}
     if option.types == (int,):
         return StrictIntegerField(**limits, **kwargs)

@@ -9,8 +9,9 @@ from typing import Any
 
 from agents.runconfig.options import NAMES
 
-# The run column of an option stored under another name (a run's sub-agents: `agent` names the agent it started from).
-RUN_COLUMNS = {"agents": "subagents"}
+# The run column of an option stored under another name (`agent` names the agent a run started from; `history` holds
+# the earlier turns of its thread as its model saw them).
+RUN_COLUMNS = {"agents": "subagents", "history": "history_mode"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class RunConfig:
     tool_limits: dict[str, int]
     guardrails: list[dict[str, Any]]
     fallback_models: list[str]
+    prompt_cache: bool
+    history: str
 
     def columns(self) -> dict[str, Any]:
         """The run-row columns that store it (fresh lists and objects: the row never shares them)."""

@@ -23,8 +23,16 @@ class RunProtocol(models.TextChoices):  # type: ignore[misc]  # Django is untype
     REACT = "react"
 
 
+class HistoryMode(models.TextChoices):  # type: ignore[misc]  # Django is untyped here
+    """What a run on a thread does with the turns past the history budget (docs/threads.md#long-threads)."""
+
+    TRUNCATE = "truncate"  # dropped, oldest first
+    SUMMARIZE = "summarize"  # condensed by the model into the thread's summary, extended by later runs
+
+
 INTEGER = (int,)
 NUMBER = (int, float)
+BOOLEAN = (bool,)
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,22 @@ OPTIONS: tuple[Option, ...] = (
         max_length=250,
         max_items=5,
         help='"provider/model" tried in order when its model fails with a retryable error or is rate-limited.',
+    ),
+    Option(
+        "prompt_cache",
+        BOOLEAN,
+        "true or false",
+        help="Mark the stable prefix (instructions, tool definitions) for the provider's prompt cache (Anthropic "
+        "cache_control breakpoints). Default: the agent's, else on for Anthropic (OpenAI caches a stable prefix by "
+        "itself).",
+    ),
+    Option(
+        "history",
+        (str,),
+        setting="AGENT_DEFAULT_HISTORY",
+        choices=tuple(HistoryMode.choices),
+        help="With thread_id: the turns past the history budget are dropped (truncate) or condensed by the model into "
+        "the thread's summary (summarize), which later runs extend. Default: the agent's, or {default}.",
     ),
 )
 

@@ -94,6 +94,8 @@ def resolve(values: Mapping[str, Any]) -> RunConfig:
         elif isinstance(value, tuple):
             resolved[name] = list(value)
     resolved["timeout_s"] = float(resolved["timeout_s"])
+    if resolved["prompt_cache"] is None:  # on by default where it must be asked for: Anthropic's cache_control
+        resolved["prompt_cache"] = resolved["provider"] == "anthropic"
     return RunConfig(**resolved)
 
 

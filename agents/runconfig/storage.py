@@ -12,7 +12,7 @@ from typing import Any
 from django.db import models
 
 from agents.runconfig.config import RunConfig, config_of
-from agents.runconfig.options import AGENT_OPTIONS, RunProtocol
+from agents.runconfig.options import AGENT_OPTIONS, HistoryMode, RunProtocol
 from agents.runconfig.resolve import limit_defaults, resolve
 
 
@@ -50,6 +50,14 @@ class AgentColumns(models.Model):
     fallback_models = models.JSONField(
         null=True, blank=True, help_text='"provider/model" tried in order when the model fails or is rate-limited'
     )
+    prompt_cache = models.BooleanField(
+        null=True, blank=True, help_text="mark instructions and tool definitions for the prompt cache; unknown: on "
+        "for Anthropic",
+    )
+    history = models.CharField(
+        max_length=16, blank=True, default="", choices=HistoryMode.choices,
+        help_text="on a thread, past the history budget: truncate (drop) or summarize",
+    )  # fmt: skip
 
     class Meta:
         abstract = True
@@ -91,6 +99,8 @@ class RunColumns(models.Model):
     max_reflections = models.PositiveSmallIntegerField(default=0)
     # Approvals: how long a paused call may wait for a human (seconds).
     approval_ttl_s = models.PositiveIntegerField(default=86400)
+    prompt_cache = models.BooleanField(default=False)
+    history_mode = models.CharField(max_length=16, choices=HistoryMode.choices, default=HistoryMode.TRUNCATE)
 
     class Meta:
         abstract = True

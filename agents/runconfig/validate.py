@@ -189,7 +189,7 @@ def agent_problems(values: Mapping[str, Any], world: World, name: str = "") -> P
     return problems | safety_problems(values, world)
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object"}
+_TYPE_NAMES = {bool: "true or false", str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object"}
 
 
 def type_problems(options: Mapping[str, Any], has_nul: Callable[[Any], bool]) -> Problems:
@@ -198,7 +198,7 @@ def type_problems(options: Mapping[str, Any], has_nul: Callable[[Any], bool]) ->
     for name, value in options.items():
         option = BY_NAME.get(name)
         kinds = option.types if option else (str,)  # `agent`: an agent's name
-        if isinstance(value, bool) or not isinstance(value, kinds):
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             described = option.described if option and option.described else _TYPE_NAMES[kinds[-1]]
             problems[name] = [f"Expected {described}."]
         elif name == "tools" and isinstance(value, list) and not all(isinstance(n, str) for n in value):

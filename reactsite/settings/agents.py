@@ -4,6 +4,8 @@ sub-agents and images (docs/configuration.md#runs says what each setting means).
 from reactsite.settings.base import env
 
 AGENT_DEFAULT_PROTOCOL = env("AGENT_DEFAULT_PROTOCOL", default="tools")
+# A thread's runs past the history budget: dropped (truncate) or condensed by the model (summarize).
+AGENT_DEFAULT_HISTORY = env("AGENT_DEFAULT_HISTORY", default="truncate")
 AGENT_SENSITIVE_TOOLS = env.list("AGENT_SENSITIVE_TOOLS", default=["search"])
 AGENT_SELF_APPROVAL = env.bool("AGENT_SELF_APPROVAL", default=False)
 AGENT_RATE_LIMIT = env("AGENT_RATE_LIMIT", default="30/m")

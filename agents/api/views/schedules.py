@@ -43,6 +43,7 @@ CRON_PATTERN = (
 )
 TIMEZONE_HELP = "An IANA time zone (Europe/Paris) the expression is read in, daylight saving time included."
 _JSON_TYPES: dict[type, dict[str, Any]] = {
+    bool: {"type": "boolean"},
     str: {"type": "string"},
     int: {"type": "integer"},
     float: {"type": "number"},
