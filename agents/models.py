@@ -134,9 +134,7 @@ class Document(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["owner", "sha256", "media_type"], name="document_owner_content")
-        ]
+        constraints = [models.UniqueConstraint(fields=["owner", "sha256", "media_type"], name="document_owner_content")]
 
     def __str__(self) -> str:
         return self.name or f"document {str(self.id)[:8]}"

@@ -51,8 +51,9 @@ class AgentColumns(models.Model):
         null=True, blank=True, help_text='"provider/model" tried in order when the model fails or is rate-limited'
     )
     prompt_cache = models.BooleanField(
-        null=True, blank=True, help_text="mark instructions and tool definitions for the prompt cache; unknown: on "
-        "for Anthropic",
+        null=True,
+        blank=True,
+        help_text="mark instructions and tool definitions for the prompt cache; unknown: on for Anthropic",
     )
     history = models.CharField(
         max_length=16, blank=True, default="", choices=HistoryMode.choices,

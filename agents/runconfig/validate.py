@@ -189,7 +189,14 @@ def agent_problems(values: Mapping[str, Any], world: World, name: str = "") -> P
     return problems | safety_problems(values, world)
 
 
-_TYPE_NAMES = {bool: "true or false", str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object"}
+_TYPE_NAMES = {
+    bool: "true or false",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    dict: "an object",
+}
 
 
 def type_problems(options: Mapping[str, Any], has_nul: Callable[[Any], bool]) -> Problems:
