@@ -7,15 +7,26 @@ tools are checkboxes (none checked: every enabled tool), and the output schema i
 
 from __future__ import annotations
 
+import difflib
+import json
+
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import Http404, HttpResponseBadRequest
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from agents import providers
-from agents.evals import online
-from agents.models import Agent
+from agents.catalog import services as catalog
+from agents.errors import InvalidRequest
+from agents.models import Agent, AgentVersion
 from agents.runconfig.options import AGENT_OPTIONS
-from agents.runs import agent_config, runtime
+from agents.runs import runtime
 
 
 class DeferredChoiceField(forms.ChoiceField):
@@ -121,11 +132,9 @@ class AgentForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        candidate = Agent(**{name: data.get(name) for name in self.Meta.fields})
-        for field, messages in agent_config.agent_problems(candidate).items():
-            self.add_error(field if field in self.fields else None, messages)
-        for message in online.evaluator_problems(data.get("evaluators")):
-            self.add_error("evaluators", message)
+        name = data.get("name") or self.instance.name
+        for field, found in catalog.problems(data, name).items():  # the API's check: the run configuration's
+            self.add_error(field if field in self.fields else None, found)
         if data.get("evaluators") is None:
             data["evaluators"] = []
         return data
@@ -147,9 +156,22 @@ def _provider_choices(stored: str) -> list[tuple[str, str]]:
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentForm
-    list_display = ["name", "provider_model", "protocol_name", "tools_summary", "answer", "updated_at", "updated_by"]
+    list_display = [
+        "name", "version", "provider_model", "protocol_name", "tools_summary", "answer", "updated_at", "updated_by",
+    ]  # fmt: skip
     search_fields = ["name", "instructions"]
-    readonly_fields = ["created_at", "updated_at", "updated_by"]
+    readonly_fields = ["version_history", "created_at", "updated_at", "updated_by"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A name is how runs and versions name it (`name@n`): it is set once; a new name is a new agent.
+        return ["name", *self.readonly_fields] if obj is not None else self.readonly_fields
+
+    @admin.display(description="versions")
+    def version_history(self, agent: Agent) -> str:
+        if agent.pk is None:
+            return "-"
+        url = reverse("admin:agents_agent_versions", args=[agent.pk])
+        return format_html('version {} · <a href="{}">history, diff and restore</a>', agent.version, url)
 
     @admin.display(description="provider / model")
     def provider_model(self, agent: Agent) -> str:
@@ -170,5 +192,83 @@ class AgentAdmin(admin.ModelAdmin):
         return "free text" if agent.output_schema is None else "JSON (output schema)"
 
     def save_model(self, request, obj: Agent, form, change: bool) -> None:
+        """Saved with its new version in one transaction (agents.catalog): a form that changed nothing makes none."""
+        if change and not form.has_changed():
+            return
         obj.updated_by = request.user
-        super().save_model(request, obj, form, change)
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            catalog.record(obj, request.user)
+
+    def get_urls(self):
+        versions = self.admin_site.admin_view(self.versions_view)
+        return [
+            path("<path:object_id>/versions/", versions, name="agents_agent_versions"),
+            *super().get_urls(),
+        ]
+
+    def versions_view(self, request, object_id: str):
+        """The agent's versions, newest first; a diff of any two (`?a=&b=`, by default the last two); restoring one
+        (POST) makes a new version equal to it."""
+        agent = self.get_object(request, object_id)
+        if agent is None or not self.has_view_permission(request, agent):
+            raise Http404
+        if request.method == "POST":
+            if not self.has_change_permission(request, agent):
+                raise PermissionDenied
+            number = request.POST.get("restore", "")
+            if not number.isdigit():
+                return HttpResponseBadRequest("Choose a version to restore.")
+            try:
+                version = catalog.restore(agent.name, int(number), request.user)
+            except Agent.DoesNotExist:
+                raise Http404 from None
+            except InvalidRequest as exc:
+                messages.error(request, f"Version {number} cannot be restored as it is: {exc.detail}")
+            else:
+                messages.success(request, f"Restored version {number} as version {version.version}.")
+            return redirect(request.path)
+        history = list(catalog.versions(agent.name))
+        numbers = [v.version for v in history]
+        a, b = _pair(request.GET, numbers)
+        by_number = {v.version: v for v in history}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Versions of {agent.name}",
+            "opts": self.model._meta,
+            "original": agent,
+            "history": history,
+            "a": a,
+            "b": b,
+            "diff": _diff(by_number.get(a), by_number.get(b)),
+            "can_restore": self.has_change_permission(request, agent),
+        }
+        return TemplateResponse(request, "admin/agents/agent/versions.html", context)
+
+
+def _pair(query, numbers: list[int]) -> tuple[int | None, int | None]:
+    """The two versions to compare: ?a= and ?b= when both are versions, else the one before the newest and it."""
+    try:
+        a, b = int(query.get("a", "")), int(query.get("b", ""))
+    except ValueError:
+        a = b = 0
+    if a in numbers and b in numbers:
+        return a, b
+    if len(numbers) >= 2:
+        return numbers[1], numbers[0]
+    return (numbers[0], numbers[0]) if numbers else (None, None)
+
+
+def _diff(old: AgentVersion | None, new: AgentVersion | None) -> list[tuple[str, str]]:
+    """A unified diff of two versions' configurations, one JSON key a line: (css class, line)."""
+    if old is None or new is None:
+        return []
+    lines = difflib.unified_diff(
+        _lines(old.config), _lines(new.config), f"version {old.version}", f"version {new.version}", lineterm=""
+    )
+    kinds = {"+": "added", "-": "removed", "@": "hunk"}
+    return [("hunk" if line[:3] in ("---", "+++") else kinds.get(line[:1], ""), line) for line in lines]
+
+
+def _lines(config: dict) -> list[str]:
+    return [f"{key}: {json.dumps(config.get(key), sort_keys=True)}" for key in catalog.FIELDS]

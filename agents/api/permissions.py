@@ -20,6 +20,7 @@ READ = str(ApiKeyScope.RUNS_READ)
 WRITE = str(ApiKeyScope.RUNS_WRITE)
 APPROVALS = str(ApiKeyScope.APPROVALS)
 MEMORY = str(ApiKeyScope.MEMORY)
+AGENTS = str(ApiKeyScope.AGENTS)
 NO_KEY = "no key"  # the route is managed with the user's token or a session, never with an API key
 OPEN = "open"  # the route is open to anyone: a key there needs no scope
 DECISION = "decision"  # runs:write, or approvals when the body carries a decision
@@ -28,8 +29,10 @@ DECISION = "decision"  # runs:write, or approvals when the body carries a decisi
 # change: any other method). A route missing here takes no key at all (403): a new route is closed to keys until it
 # is added, never open. docs/api-keys.md has this table in words; tests/api/test_api_keys.py walks every route.
 ROUTE_SCOPES: dict[str, tuple[str, str]] = {
-    "agent-list": (READ, READ),
-    "agent-detail": (READ, READ),
+    "agent-list": (READ, AGENTS),  # a change: staff only (the view's own permission)
+    "agent-detail": (READ, AGENTS),
+    "agent-versions": (READ, READ),
+    "agent-restore": (AGENTS, AGENTS),
     "run-list": (READ, WRITE),
     "run-detail": (READ, WRITE),
     "run-events": (READ, READ),

@@ -26,7 +26,8 @@ from agents.api.fields import (
 )
 from agents.engine import parts
 from agents.models import Run, RunMode, ScoreSource, Step, Thread
-from agents.runconfig.options import BY_NAME, FORK_OPTIONS
+from agents.runconfig.options import BY_NAME, FORK_OPTIONS, HistoryMode
+from agents.runs.agent_config import REF_MAX_LENGTH
 from agents.runs import representation
 from agents.runs.options import MULTITASK_STRATEGIES
 from agents.runs.representation import USAGE_KEYS
@@ -101,14 +102,25 @@ class RunSerializer(serializers.ModelSerializer):
     fallback_models = serializers.ListField(
         child=serializers.CharField(), read_only=True, help_text='"provider/model" tried in order when its model fails.'
     )
+    agent_version = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="The version of its agent it ran (`agent@n`); null without one."
+    )
+    prompt_cache = serializers.BooleanField(
+        read_only=True, help_text="Whether its stable prefix was marked for caching."
+    )
+    history = serializers.ChoiceField(
+        source="history_mode", choices=HistoryMode.choices, read_only=True,
+        help_text="What its thread's turns past the history budget became: truncate or summarize.",
+    )  # fmt: skip
 
     class Meta:
         model = Run
         fields = [
             "id", "status", "stop_reason", "ok", "output", "output_json", "turns", "input", "thread_id", "agent",
-            "mode", "protocol", "provider", "model", "max_turns", "max_reflections", "timeout_s", "tools",
-            "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "cost", "max_total_tokens",
-            "max_tool_calls", "tool_limits", "guardrails", "fallback_models", "metadata", "parent",
+            "agent_version", "mode", "protocol", "provider", "model", "max_turns", "max_reflections", "timeout_s",
+            "tools", "sensitive_tools", "pending_action", "pending_actions", "error", "usage", "cost",
+            "max_total_tokens", "max_tool_calls", "tool_limits", "guardrails", "fallback_models", "prompt_cache",
+            "history", "metadata", "parent",
             "forked_from", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = fields
@@ -194,7 +206,11 @@ class RunDetailSerializer(RunSerializer):
 class RunCreateSerializer(BodySerializer):
     input = StrictCharField(min_length=1)
     mode = StrictChoiceField(choices=RunMode.choices, default=RunMode.SYNC)
-    agent = StrictCharField(max_length=64, required=False, help_text="Start from this agent's configuration.")
+    agent = StrictCharField(
+        max_length=REF_MAX_LENGTH,
+        required=False,
+        help_text="Start from this agent's configuration: `name`, or `name@n` for its version n.",
+    )
     thread_id = StrictUUIDField(required=False, help_text="Continue this thread (one of yours): its runs come first.")
     metadata = MetadataField(required=False)
     multitask_strategy = StrictChoiceField(

@@ -5,7 +5,7 @@ from agents.engine.dispatch import Toolset
 from agents.engine.loop import EngineError, advance, cancel, decide, resume_calls
 from agents.engine.pending import decision_problem, pending_action, pending_actions, pending_calls
 from agents.engine.state import RunState
-from agents.engine.steps import ApprovalStep, ErrorStep, ModelStep, StepKind, ToolStep
+from agents.engine.steps import ApprovalStep, ErrorStep, ModelStep, StepKind, SummaryStep, ToolStep
 from agents.engine.types import (
     CallStopped,
     HostStop,
@@ -37,6 +37,7 @@ __all__ = [
     "Status",
     "StepKind",
     "StopReason",
+    "SummaryStep",
     "ToolCall",
     "ToolSpec",
     "ToolStep",

@@ -81,7 +81,35 @@ def _arguments(arguments: Any) -> str:
 
 def size(turn: dict[str, Any]) -> int:
     """Characters a turn adds to the prompt (its input and its answer)."""
+    if is_summary(turn):
+        return sum(len(m["content"]) for m in _summary_messages(turn, "tools"))
     return len(turn.get("input") or "") + len(answer_text(turn))
+
+
+# A long thread's summary (run option `history: summarize`, agents/engine/summary.py) leads a run's history as a turn
+# of its own, `{"summary", "runs"}`: the thread's first `runs` runs condensed, shown as the user's note of them and
+# the assistant's acknowledgement, so the turns stay user/assistant pairs in every provider's format.
+SUMMARY_NOTE = "(The earlier part of this conversation, condensed: {runs} earlier runs.)\n{summary}"
+SUMMARY_ACK = "Noted: I have the earlier part of our conversation in mind."
+
+
+def summary_turn(summary: str, runs: int) -> dict[str, Any]:
+    return {"summary": summary, "runs": runs}
+
+
+def is_summary(turn: dict[str, Any]) -> bool:
+    return "summary" in turn
+
+
+def with_summary(turns: Sequence[dict[str, Any]], summary: str, runs: int) -> list[dict[str, Any]]:
+    """The turns led by the summary of the runs before them (in place of any summary they had)."""
+    return [summary_turn(summary, runs), *(t for t in turns if not is_summary(t))]
+
+
+def _summary_messages(turn: dict[str, Any], protocol: str) -> list[dict[str, Any]]:
+    note = SUMMARY_NOTE.format(runs=turn.get("runs") or 0, summary=turn["summary"])
+    ack = f"Final Answer: {SUMMARY_ACK}" if protocol == "react" else SUMMARY_ACK
+    return [{"role": "user", "content": note}, {"role": "assistant", "content": ack}]
 
 
 def bounded(turns: Sequence[dict[str, Any]], max_runs: int, max_chars: int) -> list[dict[str, Any]]:
@@ -105,10 +133,13 @@ def messages(turns: Sequence[dict[str, Any]], protocol: str) -> list[dict[str, A
     own `Final Answer:` line, so the transcript stays in the format the model is asked to keep."""
     rendered: list[dict[str, Any]] = []
     for turn in turns:
+        if is_summary(turn):
+            rendered += _summary_messages(turn, protocol)
+            continue
         answer = answer_text(turn)
         if protocol == "react" and turn.get("stop_reason") == "final_answer":
             answer = f"Final Answer: {answer}"
-        question = parts.as_content(turn.get("input_parts"), turn["input"])  # parts when it had images
+        question = parts.as_content(turn.get("input_parts"), turn["input"])  # parts when it had images or documents
         rendered += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     return rendered
 
@@ -128,6 +159,33 @@ def images_bounded(turns: Sequence[dict[str, Any]], max_images: int) -> list[dic
             shown = _keep_last_images(shown, left)
             turn = {**turn, "input_parts": shown}
         left -= len(parts.images(shown))
+        kept.append(turn)
+    kept.reverse()
+    return kept
+
+
+DOCUMENT_LEFT_OUT = "(A document was here: {name}; it is not shown again.)"
+
+
+def documents_bounded(turns: Sequence[dict[str, Any]], max_documents: int) -> list[dict[str, Any]]:
+    """The turns with at most `max_documents` documents in all, the newest kept: an older one becomes a note naming
+    it (its turn's text stays). Turns without documents are returned as they are."""
+    kept: list[dict[str, Any]] = []
+    left = max(max_documents, 0)
+    for turn in reversed(turns):
+        shown = turn.get("input_parts")
+        count = len(parts.files(shown))
+        if count and count > left:
+            drop = count - left
+            out = []
+            for part in shown:
+                if part.get("type") == "file" and drop > 0:
+                    drop -= 1
+                    part = {"type": "text", "text": DOCUMENT_LEFT_OUT.format(name=part.get("name") or "unnamed")}
+                out.append(part)
+            shown = out
+            turn = {**turn, "input_parts": shown}
+        left -= len(parts.files(shown))
         kept.append(turn)
     kept.reverse()
     return kept

@@ -3,10 +3,17 @@
 Parts are the API's own (docs/api.md#images-on-a-run): `{"type": "text", "text"}`, `{"type": "image", "url"}`
 and `{"type": "image", "data", "media_type"}` (base64). They are checked before a run is stored; each provider
 converts them to its own format. Most content is a string, and these helpers leave a string as it is.
+
+A document (docs/documents.md) is stored once and referenced: a run's parts hold `{"type": "file", "document": id,
+"media_type", "name", "size"}`, and a thread's history holds an earlier image as `{"type": "image", "document": id,
+"media_type", "size"}`. The host loads the bytes just before a model call (agents/runs/calls.py), so a provider
+sees `{"type": "file", "data", "media_type", "name"}` and images with their data, as given.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 Content = str | list[dict[str, Any]]
@@ -29,12 +36,39 @@ def images(content: Any) -> list[dict[str, Any]]:
     return [p for p in content if isinstance(p, dict) and p.get("type") == "image"]
 
 
+def files(content: Any) -> list[dict[str, Any]]:
+    """The document parts of a content, in order (none for a string)."""
+    if not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "file"]
+
+
+def references(content: Any) -> list[dict[str, Any]]:
+    """The parts of a content that name a stored document (`document`) instead of holding its bytes."""
+    if not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("document") and p.get("type") in ("file", "image")]
+
+
+TEXT_MEDIA_TYPES = ("text/plain", "text/markdown", "text/csv")  # documents a model is given as text
+
+
+def document_text(part: dict[str, Any]) -> str | None:
+    """A loaded text document's text (its base64 `data` as UTF-8), or None for a PDF or a part without data."""
+    if part.get("media_type") not in TEXT_MEDIA_TYPES or not isinstance(part.get("data"), str):
+        return None
+    try:
+        return base64.b64decode(part["data"]).decode("utf-8", errors="replace")
+    except (binascii.Error, ValueError):
+        return None
+
+
 def as_content(given: list[dict[str, Any]] | None, text: str) -> Content:
-    """What a model is sent for an input: its parts when they hold an image, else text (parts without an image
-    joined: every API takes a string, not every one a list of text parts)."""
+    """What a model is sent for an input: its parts when they hold an image or a document, else text (parts
+    without either joined: every API takes a string, not every one a list of text parts)."""
     if given is None:
         return text
-    return given if images(given) else text_of(given)
+    return given if images(given) or files(given) else text_of(given)
 
 
 def appended(content: Content, text: str) -> Content:

@@ -39,6 +39,8 @@ class RunState:
     temperature: float | None = None
     max_output_tokens: int | None = None
     output_schema: dict[str, Any] | None = None
+    # Mark the stable prefix (system prompt, tools) for the provider's prompt cache (docs/cost.md#prompt-caching).
+    prompt_cache: bool = False
     # The input as a list of parts when it has images (agents.engine.parts); None for a string input, which `input`
     # holds. `input` is then the text of the parts (what a text-only reader sees).
     input_parts: list[dict[str, Any]] | None = None

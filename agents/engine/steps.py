@@ -19,12 +19,14 @@ from agents.engine.types import ToolCall
 
 
 class StepKind(StrEnum):
-    """What a step records: a model reply, a tool call's result, a human decision, or an error."""
+    """What a step records: a model reply, a tool call's result, a human decision, an error, or the summary of a
+    long thread's earlier turns (agents/engine/summary.py)."""
 
     MODEL = "model"
     TOOL = "tool"
     APPROVAL = "approval"
     ERROR = "error"
+    SUMMARY = "summary"
 
 
 @dataclass(slots=True)
@@ -224,4 +226,53 @@ class ErrorStep:
         )
 
 
-StepRecord = ModelStep | ToolStep | ApprovalStep | ErrorStep
+@dataclass(slots=True)
+class SummaryStep:
+    """The model condensed the thread's earlier turns that the history budget leaves out (run option `history:
+    summarize`): `summary` is what the run's model sees before the turns that fit (null when the call failed, with
+    `error` saying why: the run went on with those turns left out), `runs` how many of the thread's runs (oldest
+    first) it covers, `condensed` how many of them this call was sent, `extended` whether it extends the thread's
+    summary so far. `usage`, `model` and `cost_nanos` as on a model step: the call is one of the run's own."""
+
+    kind: ClassVar[StepKind] = StepKind.SUMMARY
+
+    summary: str | None
+    runs: int
+    condensed: int
+    extended: bool = False
+    usage: Mapping[str, int] | None = None
+    model: str | None = None
+    cost_nanos: int | None = None
+    error: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "summary": self.summary,
+            "runs": self.runs,
+            "condensed": self.condensed,
+            "extended": self.extended,
+            "usage": dict(self.usage or {}),
+        }
+        if self.model is not None:
+            data["model"] = self.model
+        if self.cost_nanos is not None:
+            data["cost_nanos"] = self.cost_nanos
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> SummaryStep:
+        return cls(
+            summary=data.get("summary"),
+            runs=int(data.get("runs") or 0),
+            condensed=int(data.get("condensed") or 0),
+            extended=bool(data.get("extended")),
+            usage=data.get("usage"),
+            model=data.get("model"),
+            cost_nanos=data.get("cost_nanos"),
+            error=data.get("error"),
+        )
+
+
+StepRecord = ModelStep | ToolStep | ApprovalStep | ErrorStep | SummaryStep

@@ -63,6 +63,7 @@ def request(check: ModelCheck) -> ModelRequest:
         2 * len(state.history),
         state.temperature,
         state.max_output_tokens,
+        prompt_cache=state.prompt_cache,
         on_text=(lambda text: live.text(turn, text)) if live is not None else None,
         on_retry=(lambda: live.retry(turn)) if live is not None else None,
         interrupted=check.ctx.interrupt,

@@ -58,11 +58,13 @@ class ToolCall:
 @dataclass(frozen=True)
 class Usage:
     """Tokens of one call. `cached_tokens`: the part of `prompt_tokens` the provider read from its prompt cache
-    (priced lower); 0 when it reports none."""
+    (priced lower); `cache_write_tokens`: the part it wrote to that cache (Anthropic's cache creation, priced higher);
+    0 when it reports none."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -76,6 +78,8 @@ class Usage:
         }
         if self.cached_tokens:
             data["cached_tokens"] = self.cached_tokens
+        if self.cache_write_tokens:
+            data["cache_write_tokens"] = self.cache_write_tokens
         return data
 
 
@@ -96,6 +100,8 @@ class ModelRequest:
     `tool_calls`: [{"id", "name", "arguments"}], and `blocks`: the provider's own content blocks to send back
     unchanged instead, when the reply had any: see ModelReply) and tool (`tool_call_id`, `name`, `content`).
     In the react protocol `tools` is informational: providers send no tool specs.
+    `prompt_cache`: mark the stable prefix (system prompt, tool specs) for the provider's prompt cache where it must
+    be asked for (Anthropic's cache_control); a provider that caches by itself (OpenAI) ignores it.
     `history_messages`: how many messages after the system prompt are a thread's earlier turns (user/assistant
     pairs); the run's own input follows them.
     """
@@ -107,6 +113,7 @@ class ModelRequest:
     history_messages: int = 0
     temperature: float | None = None  # None: the provider's default
     max_output_tokens: int | None = None  # None: the provider's default
+    prompt_cache: bool = False
     # Streaming (all None: the provider makes a plain call). `on_text` receives the reply's text as it is written,
     # `on_retry` is told when a call is retried after some text went out (that text is void), `interrupted` is asked
     # between chunks (at most a few times a second) whether the host wants the call stopped.

@@ -104,5 +104,12 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('owner', 'sha256', 'media_type'), name='document_owner_content')],
             },
         ),
+        migrations.AlterField(
+            model_name="evalrun",
+            name="agent",
+            field=models.CharField(
+                blank=True, default="", help_text="the agent every case started from (name@n)", max_length=80
+            ),
+        ),
         migrations.RunPython(first_versions, migrations.RunPython.noop),
     ]

@@ -343,3 +343,45 @@ def _session() -> requests.Session:
     session.mount("http://", _GuardedAdapter(max_retries=0))
     session.mount("https://", _GuardedAdapter(max_retries=0))
     return session
+
+
+# --- fetching through the guard (a run's document URLs) ------------------------------------------------------------
+
+
+class FetchProblem(Exception):
+    """Why a URL's content could not be fetched through the guard (its text names the cause, never the URL)."""
+
+
+def fetch(url: str, *, what: str, max_bytes: int, timeout_s: float) -> tuple[bytes, str]:
+    """GET `url` through the same guard as a delivery (agents/api/inputs.py: a run's document URLs): its host must
+    resolve to allowed addresses, the socket connected is checked again, no redirect is followed, no proxy is used.
+    At most `max_bytes` of body, all within `timeout_s` in all. Returns (body, Content-Type); FetchProblem else."""
+    problem = destination_problem(url, what=what)
+    if problem is not None:
+        raise FetchProblem(problem)
+    deadline = time.monotonic() + timeout_s
+    headers = {"User-Agent": f"reactsite-documents/{settings.VERSION}", "Accept-Encoding": "identity"}
+    try:
+        with _session() as session:
+            response = session.get(url, headers=headers, timeout=timeout_s, allow_redirects=False, stream=True)
+            with response:
+                if response.status_code != 200:
+                    moved = " (redirects are not followed)" if 300 <= response.status_code < 400 else ""
+                    raise FetchProblem(f"the URL answered {response.status_code}, not 200{moved}")
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise FetchProblem(f"the URL's content is {declared} bytes; at most {max_bytes}")
+                body = bytearray()
+                for chunk in response.iter_content(64 * 1024):
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise FetchProblem(f"the URL's content is over {max_bytes} bytes")
+                    if time.monotonic() > deadline:
+                        raise FetchProblem(f"the URL's content did not arrive within {timeout_s:g} s")
+                return bytes(body), response.headers.get("Content-Type", "")
+    except RefusedDestination as exc:
+        raise FetchProblem(f"connected to {exc}: {what} may only go to public addresses") from None
+    except requests.Timeout:
+        raise FetchProblem(f"the URL did not answer within {timeout_s:g} s") from None
+    except requests.RequestException as exc:
+        raise FetchProblem(f"the URL could not be fetched ({_reason(exc)})") from None

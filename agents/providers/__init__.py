@@ -36,6 +36,7 @@ __all__ = [
     "PROVIDERS",
     "Provider",
     "ProviderConfigError",
+    "accepts_documents",
     "accepts_images",
     "get_provider",
     "provider_class",
@@ -79,6 +80,15 @@ def accepts_images(name: str, model: str) -> bool:
     if listed:
         return model in listed
     return provider_class(name).vision
+
+
+def accepts_documents(name: str, model: str) -> bool:
+    """Whether `model` of provider `name` takes documents: the models AGENT_DOCUMENT_MODELS_<NAME> lists when it
+    lists any, else the provider's own rule (`Provider.documents`)."""
+    listed = settings.AGENT_DOCUMENT_MODELS.get(name) or []
+    if listed:
+        return model in listed
+    return provider_class(name).documents
 
 
 def get_provider(name: str, model: str | None = None) -> Provider:

@@ -10,6 +10,7 @@ import anthropic
 import httpx2
 from django.conf import settings
 
+from agents.engine import parts
 from agents.engine.types import Finish, ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
 from agents.providers import _common, streaming
 from agents.providers.names import named_back, wire_name
@@ -32,6 +33,7 @@ class AnthropicProvider(_common.KeyedProvider):
     name = "anthropic"
     default_model = "claude-sonnet-4-6"  # claude-sonnet-4-5 is deprecated (EOL 2026-11-30) in anthropic 2.14
     vision = True
+    documents = True  # PDFs and text as `document` blocks (AGENT_DOCUMENT_MODELS_ANTHROPIC narrows it)
     key_setting = "ANTHROPIC_API_KEY"
     base_url_setting = "ANTHROPIC_BASE_URL"
     default_base_url = "https://api.anthropic.com"
@@ -89,27 +91,43 @@ def build_client(base_url: str, api_key: str) -> anthropic.Anthropic:
 # --- request ---------------------------------------------------------------------------------------------------
 
 
+# A prompt-cache breakpoint (docs/cost.md#prompt-caching): the prefix up to and including the block that carries it
+# is cached for 5 minutes (the default TTL), written at 1.25x the input price, read at 0.1x. Anthropic renders tools,
+# then system, then messages: a breakpoint on the last tool caches the tools, one on the system prompt both.
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
 def build_kwargs(model: str, max_tokens: int, request: ModelRequest) -> dict[str, Any]:
-    """Arguments of messages.create: system top level, tools only in the tools protocol."""
+    """Arguments of messages.create: system top level, tools only in the tools protocol; with `prompt_cache`, the
+    system prompt (as one text block) and the last tool carry a cache breakpoint. Both are the same bytes every turn
+    of a run (the system prompt and the tool specs do not change), so every call after the first reads them."""
     system, messages = wire_messages(request.messages)
     limit = request.max_output_tokens if request.max_output_tokens is not None else max_tokens
     kwargs: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages}
     if request.temperature is not None:  # the Messages API takes it (the SDK's create() no longer does)
         kwargs["temperature"] = request.temperature
     if system:
-        kwargs["system"] = system
+        kwargs["system"] = cached_system(system) if request.prompt_cache else system
     if request.protocol == "tools" and request.tools:
-        kwargs["tools"] = wire_tools(request.tools)
+        kwargs["tools"] = wire_tools(request.tools, cache=request.prompt_cache)
     return kwargs
 
 
-def wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """ToolSpecs as Anthropic tools (input_schema must be an object schema; names for the wire: providers/names.py)."""
+def cached_system(system: str) -> list[dict[str, Any]]:
+    """The system prompt as text blocks, a cache breakpoint on the last (cache_control takes blocks, not a string)."""
+    return [{"type": "text", "text": system, "cache_control": dict(CACHE_CONTROL)}]
+
+
+def wire_tools(tools: Sequence[ToolSpec], cache: bool = False) -> list[dict[str, Any]]:
+    """ToolSpecs as Anthropic tools (input_schema must be an object schema; names for the wire: providers/names.py);
+    with `cache`, a cache breakpoint on the last one (it caches every tool before it too)."""
     wired = []
     for tool in tools:
         schema = _common.plain(tool.parameters) or {}
         schema.setdefault("type", "object")
         wired.append({"name": wire_name(tool.name), "description": tool.description, "input_schema": schema})
+    if cache and wired:
+        wired[-1]["cache_control"] = dict(CACHE_CONTROL)
     return wired
 
 
@@ -132,8 +150,9 @@ def wire_messages(messages: Sequence[dict[str, Any]]) -> tuple[str, list[dict[st
 def to_blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """One neutral message as (Anthropic role, content blocks); tool results are user-side blocks."""
     role = message.get("role")
-    if role == "user" and isinstance(message.get("content"), list):  # an input with images (agents.engine.parts)
-        return "user", [wire_part(p) for p in message["content"] if p.get("type") == "image" or p.get("text")]
+    if role == "user" and isinstance(message.get("content"), list):  # images or documents (agents.engine.parts)
+        shown = [p for p in message["content"] if p.get("type") in ("image", "file") or p.get("text")]
+        return "user", [wire_part(p) for p in shown]
     text = str(message.get("content") or "")
     if role == "tool":
         block = {"type": "tool_result", "tool_use_id": str(message.get("tool_call_id") or ""), "content": text}
@@ -156,13 +175,30 @@ def to_blocks(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 
 
 def wire_part(part: dict[str, Any]) -> dict[str, Any]:
-    """A neutral content part as an Anthropic block: text, or an image from base64 data or from a URL."""
+    """A neutral content part as an Anthropic block: text, an image from base64 data or from a URL, or a document
+    (`wire_document`)."""
+    if part.get("type") == "file":
+        return wire_document(part)
     if part.get("type") != "image":
         return {"type": "text", "text": str(part.get("text") or "")}
     if part.get("url"):
         return {"type": "image", "source": {"type": "url", "url": part["url"]}}
     source = {"type": "base64", "media_type": part.get("media_type"), "data": part.get("data")}
     return {"type": "image", "source": source}
+
+
+def wire_document(part: dict[str, Any]) -> dict[str, Any]:
+    """A loaded document (docs/documents.md) as a `document` block titled with its name: a PDF from a base64 source,
+    a text document from a text source (the Messages API's text source is text/plain, whatever kind of text)."""
+    text = parts.document_text(part)
+    if text is not None:
+        source: dict[str, Any] = {"type": "text", "media_type": "text/plain", "data": text}
+    else:
+        source = {"type": "base64", "media_type": "application/pdf", "data": part.get("data")}
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if part.get("name"):
+        block["title"] = str(part["name"])
+    return block
 
 
 def finish_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -246,9 +282,11 @@ def parse_tool_use(name: str, block: dict[str, Any]) -> ToolCall:
 
 def parse_usage(raw: Any) -> Usage:
     """input (+ cache creation + cache read) and output tokens; the cache reads are also `cached_tokens` (priced
-    lower); 0 when absent."""
+    lower), the cache creation `cache_write_tokens` (priced higher); 0 when absent."""
     if not isinstance(raw, dict):
         return Usage()
     cached = _common.as_int(raw.get("cache_read_input_tokens"))
-    prompt = cached + sum(_common.as_int(raw.get(k)) for k in ("input_tokens", "cache_creation_input_tokens"))
-    return Usage(prompt_tokens=prompt, completion_tokens=_common.as_int(raw.get("output_tokens")), cached_tokens=cached)
+    written = _common.as_int(raw.get("cache_creation_input_tokens"))
+    prompt = _common.as_int(raw.get("input_tokens")) + written + cached
+    output = _common.as_int(raw.get("output_tokens"))
+    return Usage(prompt_tokens=prompt, completion_tokens=output, cached_tokens=cached, cache_write_tokens=written)

@@ -19,6 +19,9 @@ class Provider(ABC):
     # Whether its models take images in a run's input (docs/api.md#images-on-a-run); AGENT_VISION_MODELS_<NAME>,
     # when set, names the models that do instead (agents.providers.accepts_images).
     vision: bool = False
+    # Whether its models take documents (PDF and plain text, docs/documents.md); AGENT_DOCUMENT_MODELS_<NAME>, when
+    # set, names the models that do instead (agents.providers.accepts_documents).
+    documents: bool = False
 
     def __init__(self, model: str | None = None) -> None:
         self.model = model or self.default_model

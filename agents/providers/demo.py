@@ -106,6 +106,7 @@ class DemoProvider(Provider):
     name = "demo"
     default_model = "demo-1"
     vision = True  # it cannot see, but it takes images and says what it was given
+    documents = True  # it reads a text document's first line and names a PDF (docs/documents.md)
 
     def complete(self, request: ModelRequest) -> ModelReply:
         if REFLECT_MARK in str(request.messages[-1].get("content", "")):
@@ -127,6 +128,9 @@ class DemoProvider(Provider):
         given = parts.images(question)
         if given and plan.answer is not None:  # it cannot see them, but it says what it was given
             plan = replace(plan, answer=f"{images_given(given)} {plan.answer}")
+        documents = parts.files(question)
+        if documents and plan.answer is not None:  # it names each, and quotes a text document's first line
+            plan = replace(plan, answer=f"{documents_given(documents)} {plan.answer}")
         reply = _render(plan, request.protocol, len(observations))
         if request.on_text is not None:
             self.write(reply.text, request)
@@ -198,19 +202,25 @@ def judged(prompt: str) -> _Plan:
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON
 IMAGE_TOKENS = 85  # what a small image costs at real providers (OpenAI's low detail)
+PDF_TOKENS = 1500  # about what a page of a PDF costs at real providers (its text and its image)
 
 
 def estimated_usage(request: ModelRequest, reply: ModelReply) -> Usage:
     """Tokens as a real model would count them, estimated from text length (~4 characters a token): the prompt is
-    every message's text and tool calls, the tool specs sent (tools protocol) and a fixed cost per image; the
-    completion is the reply's text, reasoning and tool calls. So usage, quotas and the console's chart work offline."""
+    every message's text and tool calls, the tool specs sent (tools protocol), a text document's text and a fixed
+    cost per image and per PDF; the completion is the reply's text, reasoning and tool calls. So usage, quotas and
+    the console's chart work offline."""
     prompt = sum(_message_chars(m) for m in request.messages)
     if request.protocol == "tools":
         prompt += sum(len(s.name) + len(s.description) + len(json.dumps(s.parameters)) for s in request.tools)
     images = sum(len(parts.images(m.get("content"))) for m in request.messages)
+    documents = [d for m in request.messages for d in parts.files(m.get("content"))]
+    prompt += sum(len(parts.document_text(d) or "") for d in documents)  # a text document: its text
+    pdfs = sum(1 for d in documents if parts.document_text(d) is None)
     calls = sum(len(c.name) + len(json.dumps(c.arguments)) for c in reply.tool_calls)
     completion = len(reply.text) + len(reply.reasoning or "") + calls
-    return Usage(prompt_tokens=_tokens(prompt) + images * IMAGE_TOKENS, completion_tokens=_tokens(completion))
+    fixed = images * IMAGE_TOKENS + pdfs * PDF_TOKENS
+    return Usage(prompt_tokens=_tokens(prompt) + fixed, completion_tokens=_tokens(completion))
 
 
 def _message_chars(message: dict[str, Any]) -> int:
@@ -226,6 +236,29 @@ def images_given(images: list[dict[str, Any]]) -> str:
     """'I was given 1 image (image/png, 1.2 KB).': what each image is (base64: its type and size; a URL: its host)."""
     described = "; ".join(_described(i) for i in images)
     return f"I was given {len(images)} image{'s' if len(images) != 1 else ''} ({described})."
+
+
+def documents_given(documents: list[dict[str, Any]]) -> str:
+    """'I was given 1 document (notes.txt, text/plain, 24 bytes, which begins "What is 12*7?").': each document's
+    name, type and size, and a text document's first line (what a demo can read of it)."""
+    described = "; ".join(_document(d) for d in documents)
+    return f"I was given {len(documents)} document{'s' if len(documents) != 1 else ''} ({described})."
+
+
+FIRST_LINE_CHARS = 60
+
+
+def _document(document: dict[str, Any]) -> str:
+    size = parts.decoded_size(str(document.get("data") or ""))
+    shown = f"{size} bytes" if size < 1024 else f"{size / 1024:.1f} KB" if size < 1024**2 else f"{size / 1024**2:.1f} MB"
+    head = f"{document.get('name') or 'unnamed'}, {document.get('media_type')}, {shown}"
+    text = parts.document_text(document)
+    if text is None:
+        return head
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(line) > FIRST_LINE_CHARS:
+        line = line[: FIRST_LINE_CHARS - 1].rstrip() + "…"
+    return f'{head}, which begins "{line}"' if line else head
 
 
 def _described(image: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ import httpx2
 import openai
 from django.conf import settings
 
+from agents.engine import parts
 from agents.engine.types import Finish, ModelError, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
 from agents.providers import _common, streaming
 from agents.providers.names import named_back, wire_name
@@ -32,6 +33,7 @@ class OpenAIProvider(_common.KeyedProvider):
     name = "openai"
     default_model = "gpt-4.1-mini"
     vision = True  # its models, xAI's grok-4 and OpenRouter's default take images (AGENT_VISION_MODELS_* narrows it)
+    documents = True  # PDFs as `file` parts: OpenAI's models and OpenRouter's (AGENT_DOCUMENT_MODELS_* narrows it)
     key_setting = "OPENAI_API_KEY"
     base_url_setting = "OPENAI_BASE_URL"
     default_base_url = "https://api.openai.com/v1"
@@ -96,6 +98,7 @@ class XAIProvider(OpenAIProvider):
     name = "xai"
     default_model = "grok-4"
     max_tokens_field = "max_tokens"
+    documents = False  # its Chat Completions API takes no `file` parts (AGENT_DOCUMENT_MODELS_XAI names any that do)
     key_setting = "XAI_API_KEY"
     base_url_setting = "XAI_BASE_URL"
     default_base_url = "https://api.x.ai/v1"
@@ -106,6 +109,7 @@ class HuggingFaceProvider(OpenAIProvider):
 
     name = "huggingface"
     vision = False  # most models the router serves read text only: AGENT_VISION_MODELS_HUGGINGFACE names those that see
+    documents = False  # nor do they take `file` parts: AGENT_DOCUMENT_MODELS_HUGGINGFACE names those that do
     max_tokens_field = "max_tokens"
     default_model = "meta-llama/Llama-3.3-70B-Instruct"
     key_setting = "HF_TOKEN"
@@ -165,7 +169,7 @@ def wire_messages(name: str, messages: Sequence[dict[str, Any]]) -> list[dict[st
 def wire_message(name: str, message: dict[str, Any]) -> dict[str, Any]:
     """One neutral message in the Chat Completions format."""
     role = message.get("role")
-    if role == "user" and isinstance(message.get("content"), list):  # an input with images (agents.engine.parts)
+    if role == "user" and isinstance(message.get("content"), list):  # images or documents (agents.engine.parts)
         return {"role": "user", "content": [wire_part(p) for p in message["content"]]}
     content = str(message.get("content") or "")
     if role in ("system", "user"):
@@ -181,11 +185,25 @@ def wire_message(name: str, message: dict[str, Any]) -> dict[str, Any]:
 
 
 def wire_part(part: dict[str, Any]) -> dict[str, Any]:
-    """A neutral content part as a Chat Completions one: text, or an image_url (a base64 image as a data: URL)."""
+    """A neutral content part as a Chat Completions one: text, an image_url (a base64 image as a data: URL), or a
+    document (`wire_file`)."""
+    if part.get("type") == "file":
+        return wire_file(part)
     if part.get("type") != "image":
         return {"type": "text", "text": str(part.get("text") or "")}
     url = part.get("url") or f"data:{part.get('media_type')};base64,{part.get('data')}"
     return {"type": "image_url", "image_url": {"url": url}}
+
+
+def wire_file(part: dict[str, Any]) -> dict[str, Any]:
+    """A loaded document (docs/documents.md): a PDF as a `file` content part (its base64 as a data: URL, with its
+    file name); a text document as a text part that names it (Chat Completions reads text files as text)."""
+    name = str(part.get("name") or "document")
+    text = parts.document_text(part)
+    if text is not None:
+        return {"type": "text", "text": f'The document "{name}" ({part.get("media_type")}):\n\n{text}'}
+    data_url = f"data:{part.get('media_type')};base64,{part.get('data')}"
+    return {"type": "file", "file": {"filename": name, "file_data": data_url}}
 
 
 def wire_call(call: dict[str, Any]) -> dict[str, Any]:

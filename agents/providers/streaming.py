@@ -232,9 +232,9 @@ class AnthropicStream:
     def partial_usage(self) -> Usage:
         """As anthropic_provider.parse_usage reads it: the input (cache reads included) is known from message_start."""
         u = self.usage
-        cached = as_int(u.get("cache_read_input_tokens"))
-        prompt = cached + sum(as_int(u.get(k)) for k in ("input_tokens", "cache_creation_input_tokens"))
-        return Usage(prompt, as_int(u.get("output_tokens")), cached)
+        cached, written = as_int(u.get("cache_read_input_tokens")), as_int(u.get("cache_creation_input_tokens"))
+        prompt = as_int(u.get("input_tokens")) + written + cached
+        return Usage(prompt, as_int(u.get("output_tokens")), cached, written)
 
     def body(self) -> dict[str, Any]:
         if not self.complete():

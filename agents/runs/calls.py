@@ -5,12 +5,13 @@ it). `for_run` lists them, outermost first; the order is the contract:
 
 1. `stop_if_leaving`: this process is going away, so the run is handed on rather than a call started.
 2. `admit_quota`: the owner's daily quota lets the call in (waiting for room, holding nothing) or stops the run.
-3. `release_connection`: the database connection goes back for the call and is taken again after it.
-4. `flush_live`: the call's last streamed text goes out once it is over.
-5. `stream_only_if_followed`: a call streams only when someone follows the run (and the guard lets its words out).
-6. `send_telemetry`: the observers (traces, metrics) see the call and its priced reply.
-7. `price`: the reply's cost, at the price of the model that answered. This is where a call's cost is computed.
-8. `watch_cancel`: a streamed call asks between chunks whether the run was cancelled (`Cancelled`).
+3. `load_documents`: the documents the transcript references are read (one query) and put in the request.
+4. `release_connection`: the database connection goes back for the call and is taken again after it.
+5. `flush_live`: the call's last streamed text goes out once it is over.
+6. `stream_only_if_followed`: a call streams only when someone follows the run (and the guard lets its words out).
+7. `send_telemetry`: the observers (traces, metrics) see the call and its priced reply.
+8. `price`: the reply's cost, at the price of the model that answered. This is where a call's cost is computed.
+9. `watch_cancel`: a streamed call asks between chunks whether the run was cancelled (`Cancelled`).
 
 Inside the last stage is the run's model (`runtime.build_model`): its provider, falling back to each of the run's
 fallback models in turn (agents/providers/fallback.py). It sits inside `price` because a fallback's reply names the
@@ -30,7 +31,7 @@ from agents.engine.types import Model, ModelReply, ModelRequest, Verdict
 from agents.guardrails import guard_for
 from agents.guardrails.rails import RunGuard
 from agents.models import Run, RunStatus
-from agents.runs import doorbell, leases, store, telemetry
+from agents.runs import doorbell, documents, leases, store, telemetry
 from agents.runs.live import Publisher
 from agents.usage import prices, quotas
 
@@ -68,6 +69,7 @@ def for_run(held: store.Held, model: Model, quiet: bool = False) -> Pipeline:
         [
             stop_if_leaving,
             admit_quota(held.admission),
+            load_documents(run.owner_id),
             release_connection,
             flush_live(held.live),
             stream_only_if_followed(held.live, quiet),
@@ -106,6 +108,20 @@ def admit_quota(admission: quotas.Admission | None) -> Stage:
         return call_next(request)
 
     return admitted
+
+
+def load_documents(owner_id: Any) -> Stage:
+    """The transcript's document references (a run's documents, a thread's earlier images: agents/runs/documents.py)
+    replaced by their bytes, read before the connection goes back: the call holds none. Read for each call, not kept
+    between calls (a run's documents may be megabytes)."""
+
+    def with_documents(request: ModelRequest, call_next: Call) -> ModelReply:
+        messages = documents.loaded(owner_id, request.messages)
+        if messages is not request.messages:
+            request = dataclasses.replace(request, messages=messages)
+        return call_next(request)
+
+    return with_documents
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from agents.models import Run, RunMode, RunStatus, Step
 from agents.runconfig import validate
 from agents.runconfig.config import RunConfig
 from agents.runconfig.options import FORK_OPTIONS
-from agents.runs import drive, rows, telemetry
+from agents.runs import documents, drive, rows, telemetry
 from agents.usage import quotas
 from agents.usage.owners import OwnerFacts
 
@@ -51,6 +51,8 @@ def fork_run(*, run_id, actor, from_step: int, overrides: dict[str, Any], facts:
     _guard_edits(run, overrides, events)
     background = run.mode == RunMode.BACKGROUND
     with transaction.atomic():
+        if actor.pk != original.owner_id:  # its documents: the fork's owner reads only their own
+            _rehome(run)
         run.save(force_insert=True)
         Step.objects.bulk_create(rows.step_rows(run, events))
         if background:
@@ -59,6 +61,15 @@ def fork_run(*, run_id, actor, from_step: int, overrides: dict[str, Any], facts:
     if background:
         return run
     return drive.execute(run_id=run.pk, units=drive.ONE_STEP if run.mode == RunMode.STEP else drive.UNTIL_STOPPED)
+
+
+def _rehome(run: Run) -> None:
+    """A fork by someone else: the documents its input and history reference, copied to its owner."""
+    run.input_parts = documents.rehomed(run.owner_id, run.input_parts)
+    run.history = [
+        {**turn, "input_parts": documents.rehomed(run.owner_id, turn["input_parts"])} if "input_parts" in turn else turn
+        for turn in run.history
+    ]
 
 
 def _guard_edits(run: Run, overrides: dict, events: list[dict]) -> None:
@@ -93,6 +104,7 @@ def _new_fork(original: Run, actor, from_step: int, overrides: dict, events: lis
         owner=actor,
         history=original.history,
         agent=original.agent,
+        agent_version=original.agent_version,
         metadata=original.metadata,
         trace_context=telemetry.carrier(),
         input=redact_input(config.guardrails, overrides["input"]) if "input" in overrides else original.input,

@@ -14,7 +14,7 @@ from agents.engine import parts
 from agents.errors import InvalidRequest
 from agents.guardrails import guardrails_problem
 from agents.models import Agent, RunMode
-from agents.providers import accepts_images
+from agents.providers import accepts_documents, accepts_images
 from agents.runconfig import resolve, validate
 from agents.runconfig.config import RunConfig
 from agents.runconfig.options import LIMIT_MAX, NAMES, OPTIONS, REQUEST_LIMITS, RUN_LIMITS, Option
@@ -44,6 +44,7 @@ class RunRequest:
     mode: str = RunMode.SYNC
     thread_id: uuid.UUID | str | None = None
     agent: str | None = None  # an Agent's name: the run starts from its configuration; fields given here override it
+    agent_version: int | None = None  # the agent's version it runs (set from `agent`'s "name@n", else its current)
     input_parts: list[dict] | None = None  # the input as a list of parts (checked by the API), or None for a string
     child_of: ChildLink | None = None  # a sub-agent's run: the parent call that starts it (agents/runs/children.py)
     multitask_strategy: str = "reject"  # with thread_id, when the thread has a run in progress (MULTITASK_STRATEGIES)
@@ -123,6 +124,25 @@ def check_images(options: RunOptions, provider: str, model: str) -> None:
     raise InvalidRequest({"input": [message]})
 
 
+def check_documents(options: RunOptions, provider: str, model: str) -> None:
+    """An input with documents needs a model that takes them (agents.providers.accepts_documents): else 400, before
+    anything is stored."""
+    if not parts.files(options.input_parts) or accepts_documents(provider, model):
+        return
+    message = (
+        f"Model '{model}' of provider '{provider}' does not take documents; choose a model that does, or send the "
+        "input as text."
+    )
+    raise InvalidRequest({"input": [message]})
+
+
+def document_budget(options: RunOptions, provider: str, model: str) -> int:
+    """How many of a thread's earlier documents the new run's model may be shown (the new input's count first)."""
+    if not accepts_documents(provider, model):
+        return 0
+    return settings.AGENT_MAX_DOCUMENTS - len(parts.files(options.input_parts))
+
+
 def image_budget(options: RunOptions, provider: str, model: str) -> int:
     """How many of a thread's earlier images the new run's model may be shown (the new input's count first)."""
     if not accepts_images(provider, model):
@@ -136,6 +156,7 @@ def checked_config(options: RunOptions) -> RunConfig:
     configuration is under it already (`agent_config.with_agent`)."""
     provider, model = validate.checked_model(options.provider, options.model)
     check_images(options, provider, model)
+    check_documents(options, provider, model)
     names = tool_names(options.tools, "tools")
     sensitive = runtime.sensitive_names(names, also=tool_names(list(options.sensitive_tools), "sensitive_tools"))
     checked = checked_safety(options).values()

@@ -61,7 +61,8 @@ def run_json(run: Run) -> dict:
     data = {
         "id": str(run.id), "status": run.status, "stop_reason": run.stop_reason, "ok": run.ok,
         "output": run.output, "output_json": run.output_json, "turns": run.turns, "input": run_input(run),
-        "thread_id": str(thread_id) if thread_id is not None else None, "agent": run.agent, "mode": run.mode,
+        "thread_id": str(thread_id) if thread_id is not None else None, "agent": run.agent,
+        "agent_version": run.agent_version, "mode": run.mode,
         "protocol": run.protocol,
         "provider": run.provider, "model": run.model, "max_turns": run.max_turns,
         "max_reflections": run.max_reflections, "timeout_s": float(run.timeout_s), "tools": run.tools,
@@ -69,7 +70,8 @@ def run_json(run: Run) -> dict:
         "pending_actions": actions, "error": run.error,
         "usage": usage_json(run), "cost": cost_text(run.cost_nanos), "max_total_tokens": run.max_total_tokens,
         "max_tool_calls": run.max_tool_calls, "tool_limits": run.tool_limits, "guardrails": run.guardrails,
-        "fallback_models": run.fallback_models, "metadata": run.metadata, "parent": parent_json(run),
+        "fallback_models": run.fallback_models, "prompt_cache": run.prompt_cache, "history": run.history_mode,
+        "metadata": run.metadata, "parent": parent_json(run),
         "forked_from": forked_from_json(run),
         "created_at": when(run.created_at), "updated_at": when(run.updated_at),
     }  # fmt: skip

@@ -21,7 +21,7 @@ from agents.errors import ThreadBusy
 from agents.guardrails import redact_input, redacted_parts
 from agents.models import Run, RunMode, RunStatus, Thread
 from agents.runconfig.config import RunConfig
-from agents.runs import drive, idempotency, leases, multitask, persist, rows, store, telemetry, thread_runs
+from agents.runs import documents, drive, idempotency, leases, multitask, persist, rows, store, telemetry, thread_runs
 from agents.runs.agent_config import agent_problems, with_agent
 from agents.runs.invoke import invoke_tool
 from agents.runs.options import (
@@ -32,6 +32,7 @@ from agents.runs.options import (
     ChildLink,
     RunOptions,
     checked_config,
+    document_budget,
     image_budget,
 )
 from agents.runs.threads import create_thread, delete_run, delete_thread, thread_of
@@ -114,9 +115,12 @@ def start_run(
             input_parts=redacted_parts(config.guardrails, options.input_parts),
         )
     thread = thread_of(owner, options.thread_id)
+    redact = partial(redact_input, config.guardrails) if config.guardrails else None
+    options = replace(options, input_parts=documents.stored(owner.pk, options.input_parts, redact=redact))
     run = _new_run(owner, options, config, thread, lease_owner)
-    budget = partial(image_budget, options, config.provider, config.model)
-    _insert(run, thread, key_id, relaxed, strategy=options.multitask_strategy, image_budget=budget)
+    images = partial(image_budget, options, config.provider, config.model)
+    files = partial(document_budget, options, config.provider, config.model)
+    _insert(run, thread, key_id, relaxed, strategy=options.multitask_strategy, image_budget=images, document_budget=files)
     telemetry.run_created(run)
     return run
 
@@ -137,6 +141,7 @@ def _new_run(owner, options: RunOptions, config: RunConfig, thread: Thread | Non
         trace_context=telemetry.carrier(),
         history=[],
         agent=options.agent,
+        agent_version=options.agent_version,
         input=options.input,
         input_parts=options.input_parts,
         mode=options.mode,
@@ -157,6 +162,7 @@ def _insert(
     *,
     strategy: str = "reject",
     image_budget: Callable[[], int] = lambda: 0,
+    document_budget: Callable[[], int] = lambda: 0,
 ) -> None:
     """Store the new run; with a key, bind it in the same transaction. In a thread, one short transaction with the
     thread locked: room is made as `strategy` says when a run is in progress (agents/runs/multitask.py: ThreadBusy,
@@ -175,7 +181,7 @@ def _insert(
     try:
         with transaction.atomic():
             multitask.make_room(thread, run, strategy)
-            run.history = thread_runs.history(thread.pk, image_budget=image_budget)
+            run.history = thread_runs.history(thread.pk, image_budget=image_budget, document_budget=document_budget)
             persist.insert_run(run, relaxed=relaxed and not run.thread_queued)  # a waiting run: no model call next
             if key_id is not None:
                 idempotency.bind(key_id, run.pk)

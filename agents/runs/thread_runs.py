@@ -21,8 +21,8 @@ from django.utils import timezone
 from agents.engine import history as thread_history
 from agents.engine import parts
 from agents.models import Run, RunMode, RunStatus, Step, StopReason, Thread
-from agents.providers import accepts_images
-from agents.runs import handoff
+from agents.providers import accepts_documents, accepts_images
+from agents.runs import documents, handoff
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +58,35 @@ def unfinished(thread_id: Id) -> list[tuple[UUID, str, bool]]:
 # --- the history a thread's new run sees ----------------------------------------------------------------------------
 
 
-def history(thread_id: Id, *, before: datetime | None = None, image_budget: Callable[[], int]) -> list[dict[str, Any]]:
+def history(
+    thread_id: Id,
+    *,
+    before: datetime | None = None,
+    image_budget: Callable[[], int],
+    document_budget: Callable[[], int] = lambda: settings.AGENT_MAX_DOCUMENTS,
+) -> list[dict[str, Any]]:
     """The thread's finished runs (created before `before`, when given) as a new run's history, bounded: one query,
     however long the thread, and one more for the steps of interrupted runs among them (what they had done so far).
 
-    Earlier runs with images bring their parts, within the new run's image budget (asked only then): the newest
-    images are kept, older ones become a note."""
+    Earlier runs with images or documents bring their parts, within the new run's budgets (asked only then): the
+    newest are kept, older ones become a note. Documents are references already; a base64 image kept is stored
+    once as a document and referenced too (agents/runs/documents.py): the history holds no copy of any bytes."""
     limit = settings.AGENT_THREAD_HISTORY_RUNS
     if limit <= 0:
         return []
     runs = Run.objects.filter(thread_id=thread_id, status=RunStatus.DONE)
     if before is not None:
         runs = runs.filter(created_at__lt=before)
-    columns = ("id", "input", "output", "stop_reason", "input_parts", "turns", "error")
+    columns = ("id", "owner_id", "input", "output", "stop_reason", "input_parts", "turns", "error")
     rows = list(runs.order_by("-created_at").values(*columns)[:limit])
     steps = _steps_of([r["id"] for r in rows if _interrupted(r) and r["turns"]])
     turns = [_turn(row, steps.get(row["id"], [])) for row in reversed(rows)]
     kept = thread_history.bounded(turns, limit, settings.AGENT_THREAD_HISTORY_CHARS)
-    if any("input_parts" in t for t in kept):
+    if any(parts.images(t.get("input_parts")) for t in kept):
         kept = thread_history.images_bounded(kept, image_budget())
+        kept = documents.images_referenced(rows[0]["owner_id"], kept)  # a thread's runs are its owner's
+    if any(parts.files(t.get("input_parts")) for t in kept):
+        kept = thread_history.documents_bounded(kept, document_budget())
     return kept
 
 
@@ -111,11 +121,45 @@ def _turn(row: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
     return turn
 
 
+def earlier_runs(thread_id: Id, before: datetime) -> int:
+    """How many finished runs the thread has from before `before` (a run's creation): the runs its history is made
+    of, the newest that fit, and its summary's (history `summarize`), the oldest first."""
+    return Run.objects.filter(thread_id=thread_id, status=RunStatus.DONE, created_at__lt=before).count()
+
+
+def turns_between(thread_id: Id, before: datetime, start: int, stop: int, max_chars: int) -> list[dict[str, Any]]:
+    """The thread's finished runs from before `before`, the `start`th to the `stop`th counted oldest first, as turns
+    of text (what a summary condenses: no parts), the oldest first while they fit `max_chars` (the first always)."""
+    if stop <= start:
+        return []
+    runs = Run.objects.filter(thread_id=thread_id, status=RunStatus.DONE, created_at__lt=before)
+    columns = ("id", "input", "output", "stop_reason", "input_parts", "turns", "error")
+    rows = list(runs.order_by("created_at", "id").values(*columns)[start:stop])
+    steps = _steps_of([r["id"] for r in rows if _interrupted(r) and r["turns"]])
+    turns: list[dict[str, Any]] = []
+    used = 0
+    for row in rows:
+        turn = _turn(row, steps.get(row["id"], []))
+        turn.pop("input_parts", None)
+        used += thread_history.size(turn)
+        if turns and used > max_chars:
+            break
+        turns.append(turn)
+    return turns
+
+
 def image_budget(run: Run) -> int:
     """How many of a thread's earlier images the run's model may be shown (its own input's count first)."""
     if not accepts_images(run.provider, run.model):
         return 0
     return settings.AGENT_MAX_IMAGES - len(parts.images(run.input_parts))
+
+
+def document_budget(run: Run) -> int:
+    """How many of a thread's earlier documents the run's model may be shown (its own input's count first)."""
+    if not accepts_documents(run.provider, run.model):
+        return 0
+    return settings.AGENT_MAX_DOCUMENTS - len(parts.files(run.input_parts))
 
 
 # --- a waiting run's turn -----------------------------------------------------------------------------------------
@@ -148,7 +192,12 @@ def _start(pk: UUID) -> Run | None:
     if run is None:
         return None  # cancelled meanwhile
     now = timezone.now()
-    run.history = history(run.thread_id, before=run.created_at, image_budget=lambda: image_budget(run))
+    run.history = history(
+        run.thread_id,
+        before=run.created_at,
+        image_budget=lambda: image_budget(run),
+        document_budget=lambda: document_budget(run),
+    )
     run.thread_queued, run.deadline, run.updated_at = False, now + timedelta(seconds=run.timeout_s), now
     if run.mode == RunMode.SYNC:
         run.mode = RunMode.BACKGROUND  # its caller had a 202 and is gone: a worker drives it

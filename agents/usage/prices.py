@@ -38,6 +38,9 @@ TABLE = Path(__file__).with_name("prices.json")
 NANOS = 10**9  # billionths in a unit of the currency
 PER = 10**6  # prices are per million tokens
 FIELDS = ("input", "output", "cached_input")
+# Prompt-cache writes (Anthropic's cache_creation_input_tokens, 5-minute TTL) cost this times the input price, as
+# Anthropic documents (docs/cost.md#prompt-caching); no other provider reports cache writes.
+CACHE_WRITE_MULTIPLIER = Decimal("1.25")
 CHECK_HINT = (
     'A JSON object of "provider/model" to prices per million tokens in AGENT_CURRENCY, e.g. '
     '{"openai/gpt-4o-mini": {"input": "0.15", "output": "0.60", "cached_input": "0.075"}} (docs/cost.md).'
@@ -50,21 +53,28 @@ class PriceError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """A model's price per million tokens; cached input tokens at `cached_input`, or at `input` without one."""
+    """A model's price per million tokens; cached input tokens at `cached_input`, or at `input` without one; tokens
+    written to the prompt cache at `cache_write`: CACHE_WRITE_MULTIPLIER times `input`."""
 
     input: Decimal
     output: Decimal
     cached_input: Decimal | None = None
 
+    @property
+    def cache_write(self) -> Decimal:
+        return self.input * CACHE_WRITE_MULTIPLIER
+
     def cost_nanos(self, usage: Usage) -> int:
         """What a call with `usage` cost, in billionths rounded half up: the prompt's uncached tokens at the input
-        price, its cached ones at the cached price, the completion at the output price."""
+        price, its cached ones at the cached price, those written to the cache at the cache-write price, the
+        completion at the output price."""
         cached = min(usage.cached_tokens, usage.prompt_tokens)
+        written = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
         cached_price = self.input if self.cached_input is None else self.cached_input
         with localcontext() as exact:
             exact.prec = 60  # token counts times prices of a dozen digits stay far below: no rounding until ours
-            total = (usage.prompt_tokens - cached) * self.input + cached * cached_price
-            total += usage.completion_tokens * self.output
+            total = (usage.prompt_tokens - cached - written) * self.input + cached * cached_price
+            total += written * self.cache_write + usage.completion_tokens * self.output
             return int((total * NANOS / PER).to_integral_value(rounding=ROUND_HALF_UP))
 
 

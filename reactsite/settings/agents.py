@@ -60,9 +60,15 @@ AGENT_THREAD_HISTORY_CHARS = env.int("AGENT_THREAD_HISTORY_CHARS", default=24000
 # Sub-agents (an agent's `agents`): how deep a tree of child runs may go (a run a client starts is depth 0).
 AGENT_MAX_DEPTH = env.int("AGENT_MAX_DEPTH", default=3)
 # Images in a run's input (docs/api.md#images-on-a-run): at most this many per input (0: `input` is a string only),
-# each at most this many bytes decoded. The request body's own bound (DATA_UPLOAD_MAX_MEMORY_SIZE) comes first.
+# each at most this many bytes decoded. The request body's own bound (AGENT_MAX_RUN_BODY_BYTES) comes first.
 AGENT_MAX_IMAGES = env.int("AGENT_MAX_IMAGES", default=8)
 AGENT_MAX_IMAGE_BYTES = env.int("AGENT_MAX_IMAGE_BYTES", default=5 * 1024 * 1024)
+# Documents in a run's input (docs/documents.md): PDF and plain text, at most this many per input (0: none), each at
+# most this many bytes (decoded, or fetched from a URL within the fetch's timeout). Stored once per owner and content
+# (agents.models.Document) and referenced by the runs that use them.
+AGENT_MAX_DOCUMENTS = env.int("AGENT_MAX_DOCUMENTS", default=4)
+AGENT_MAX_DOCUMENT_BYTES = env.int("AGENT_MAX_DOCUMENT_BYTES", default=5 * 1024 * 1024)
+AGENT_DOCUMENT_FETCH_TIMEOUT_S = env.float("AGENT_DOCUMENT_FETCH_TIMEOUT_S", default=10.0)
 # Evals (docs/evals.md): the judge model of `judge` checks without a model of their own ("provider/model"; empty: the
 # model under test), and how many cases an eval runs at once by default (0: 4 on PostgreSQL, 1 on SQLite, whose one
 # writer at a time would have the cases wait on each other's locks).

@@ -18,6 +18,8 @@ AGENT_MODELS = {name: env.list(f"AGENT_MODELS_{name.upper()}", default=[]) for n
 # The models of a provider that take images (empty: the provider's own rule; see docs/configuration.md).
 # E.g. AGENT_VISION_MODELS_HUGGINGFACE=Qwen/Qwen2.5-VL-7B-Instruct
 AGENT_VISION_MODELS = {name: env.list(f"AGENT_VISION_MODELS_{name.upper()}", default=[]) for name in _PROVIDERS}
+# The models of a provider that take documents (PDF, plain text; empty: the provider's own rule; docs/documents.md).
+AGENT_DOCUMENT_MODELS = {name: env.list(f"AGENT_DOCUMENT_MODELS_{name.upper()}", default=[]) for name in _PROVIDERS}
 
 OPENAI_API_KEY = env("OPENAI_API_KEY", default="")
 OPENAI_BASE_URL = env("OPENAI_BASE_URL", default="")

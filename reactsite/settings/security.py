@@ -13,6 +13,9 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # The health probe stays on plain HTTP; with metrics on, observability.py adds /metrics.
 SECURE_REDIRECT_EXEMPT = [r"^api/v1/health/?$"]
 X_FRAME_OPTIONS = "DENY"
+# A request body's bound (larger: 413): DATA_UPLOAD_MAX_MEMORY_SIZE on every route but a run's creation
+# (POST /api/v1/runs, POST /v1/agent/runs), whose body may carry documents and images: AGENT_MAX_RUN_BODY_BYTES.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=256 * 1024)
+AGENT_MAX_RUN_BODY_BYTES = env.int("AGENT_MAX_RUN_BODY_BYTES", default=32 * 1024 * 1024)
 
 CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])

@@ -61,7 +61,7 @@ def test_any_user_lists_and_reads_agents(api):
     one = api.get("/api/v1/agents/french").json()
     assert (one["instructions"], one["max_turns"], one["temperature"], one["model"]) == (INSTRUCTIONS, 4, 0.2, None)
     assert api.get("/api/v1/agents/nope").status_code == 404
-    assert api.post("/api/v1/agents", {"name": "x"}, format="json").status_code == 405  # writes: admin only
+    assert api.post("/api/v1/agents", {"name": "x"}, format="json").status_code == 403  # writes: staff only
 
 
 def test_an_unknown_agent_is_400_and_stores_nothing(api):

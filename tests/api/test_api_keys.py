@@ -32,8 +32,8 @@ pytestmark = pytest.mark.django_db
 KEYS = "/api/v1/keys"
 KEY_SHAPE = re.compile(r"rsk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}")
 KEY_FIELDS = {"id", "name", "prefix", "scopes", "expires_at", "revoked_at", "last_used_at", "created_at"}
-READ, WRITE, APPROVALS, MEMORY = "runs:read", "runs:write", "approvals", "memory"
-ALL = [READ, WRITE, APPROVALS, MEMORY]
+READ, WRITE, APPROVALS, MEMORY, AGENTS = "runs:read", "runs:write", "approvals", "memory", "agents"
+ALL = [READ, WRITE, APPROVALS, MEMORY, AGENTS]
 NEVER, OPEN = "never with a key", "open"
 MCP_ACCEPT = "application/json, text/event-stream"
 NO_ID = str(uuid.UUID(int=1))  # in every path that takes an id: nothing has it (and the tests' ids stay the same)
@@ -42,8 +42,10 @@ NO_ID = str(uuid.UUID(int=1))  # in every path that takes an id: nothing has it 
 # read it (GET) and to change anything through it (POST, PATCH, DELETE). An advance carrying a decision needs
 # `approvals` instead of runs:write (tested on its own below).
 SCOPES = {
-    "agent-list": (READ, READ),
-    "agent-detail": (READ, READ),
+    "agent-list": (READ, AGENTS),
+    "agent-detail": (READ, AGENTS),
+    "agent-versions": (READ, READ),
+    "agent-restore": (AGENTS, AGENTS),
     "run-list": (READ, WRITE),
     "run-detail": (READ, WRITE),
     "run-events": (READ, READ),

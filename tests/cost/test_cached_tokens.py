@@ -49,7 +49,9 @@ def test_openai_cached_tokens(sdks, streamed):
 def test_anthropic_cache_reads_are_the_cached_part_of_the_prompt(sdks, streamed):
     sdks.add("POST", ANTHROPIC_PATH, json=llm.anthropic_text("Hello.", ANTHROPIC_USAGE))
     reply = call("anthropic", streamed)
-    assert reply.usage == Usage(prompt_tokens=6 + 80 + 1920, completion_tokens=300, cached_tokens=1920)
+    assert reply.usage == Usage(
+        prompt_tokens=6 + 80 + 1920, completion_tokens=300, cached_tokens=1920, cache_write_tokens=80
+    )
     assert sdks.requests[-1].json().get("stream", False) is streamed
 
 
@@ -83,4 +85,4 @@ def test_an_anthropic_stream_stopped_early_counts_its_cache_reads_from_message_s
     sdks.add("POST", ANTHROPIC_PATH, handler=slow)
     with pytest.raises(CallStopped) as stopped:
         call("anthropic", streamed=True, interrupted=lambda: True)
-    assert stopped.value.usage == Usage(prompt_tokens=2006, completion_tokens=1, cached_tokens=1920)
+    assert stopped.value.usage == Usage(prompt_tokens=2006, completion_tokens=1, cached_tokens=1920, cache_write_tokens=80)

@@ -89,7 +89,7 @@ def test_anthropic_gets_image_blocks(api, providers):
     assert run(api, "anthropic")["output"] == "Two cats."
     body = providers.requests[-1].json()
     assert body["messages"] == [{"role": "user", "content": ANTHROPIC_CONTENT}]
-    assert isinstance(body["system"], str)
+    assert [block["type"] for block in body["system"]] == ["text"]  # top level (text blocks: the prompt cache's)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

@@ -199,8 +199,11 @@ def read_openai(body: dict[str, Any]) -> list[Entry]:
 
 def read_anthropic(body: dict[str, Any]) -> list[Entry]:
     """Messages with a top-level system: strictly alternating, a user first, results answering the calls."""
-    if not isinstance(body.get("system"), str) or not body["system"]:
-        raise WireError("the system prompt must be the top-level `system` string")
+    system = body.get("system")
+    if isinstance(system, list):  # text blocks, the last with the prompt cache's breakpoint (on by default)
+        system = "".join(block["text"] for block in system if block.get("type") == "text")
+    if not isinstance(system, str) or not system:
+        raise WireError("the system prompt must be the top-level `system` (a string or text blocks)")
     entries: list[Entry] = []
     calls: list[str] = []
     for position, message in enumerate(body.get("messages") or []):
@@ -322,7 +325,7 @@ def test_each_request_carries_the_earlier_turns_in_native_shape_and_no_earlier_t
             assert first.body["messages"][0]["role"] == "system"
             assert all(m["role"] != "system" for m in first.body["messages"][1:])
         else:
-            assert first.body["system"].startswith("You are a careful assistant")
+            assert first.body["system"][0]["text"].startswith("You are a careful assistant")
         # Its second call: the same, then only this run's own call and its result.
         assert after_system(provider, second.body)[: len(expected)] == expected
         assert len(after_system(provider, second.body)) == len(expected) + 2

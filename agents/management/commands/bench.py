@@ -52,6 +52,7 @@ SECTIONS = (
     "prune",
     "stream",
     "advance",
+    "prompt_cache",
 )
 
 
@@ -244,6 +245,12 @@ class Command(BaseCommand):
         from bench import advance as bench_advance
 
         return bench_advance.measure(self._progress, runs=advance_runs, turns=advance_turns)
+
+    def _bench_prompt_cache(self, **_) -> list[Row]:
+        """A 10-turn Anthropic-shaped run's cost with and without the prompt cache, at documented prices (offline)."""
+        from bench import prompt_cache as bench_prompt_cache
+
+        return bench_prompt_cache.measure()
 
     def _warm_up(self, server: Gunicorn, token: str) -> None:
         """Warm every worker up before timing; say so when one stayed cold (its first run lands in the figures)."""

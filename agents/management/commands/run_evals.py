@@ -21,7 +21,8 @@ from agents.evals.cases import DEFAULT_CASES, CaseError, load_cases
 from agents.evals.gates import Verdict, summarise_cases
 from agents.evals.runner import EvalConfig, hold_gate, plan, run_evals
 from agents.management.tables import format_table
-from agents.models import Agent, EvalRun
+from agents.models import EvalRun
+from agents.runs import agent_config
 from agents.usage.prices import money_text as money
 
 
@@ -32,7 +33,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--agent", default=None, help="run every case from this agent's configuration")
+        parser.add_argument("--agent", default=None, help="run every case from this agent's configuration: name, or name@n for its version n")
         parser.add_argument("--provider", default=None, help="default: the agent's, or AGENT_DEFAULT_PROVIDER")
         parser.add_argument("--model", default=None)
         parser.add_argument("--protocol", choices=["tools", "react"], default=None, help="default: each case's own")
@@ -87,10 +88,10 @@ class Command(BaseCommand):
             raise CommandError("--replay needs cases with fixtures (made by export_cases).", returncode=2)
         agent = self._agent(opts["agent"])
         config = EvalConfig(
-            provider=opts["provider"] or (agent and agent.provider) or settings.AGENT_DEFAULT_PROVIDER,
-            model=opts["model"] or (agent and agent.model) or None,
-            protocol=opts["protocol"] or (agent and agent.protocol) or None,
-            agent=agent.name if agent else None,
+            provider=opts["provider"] or (agent and agent.values["provider"]) or settings.AGENT_DEFAULT_PROVIDER,
+            model=opts["model"] or (agent and agent.values["model"]) or None,
+            protocol=opts["protocol"] or (agent and agent.values["protocol"]) or None,
+            agent=opts["agent"] if agent else None,  # as named: "name" runs its current version, "name@n" version n
             max_reflections=opts["max_reflections"],
             concurrency=concurrency,
             cases_file=opts["cases"],
@@ -150,10 +151,10 @@ class Command(BaseCommand):
     def _agent(self, name: str | None):
         if name is None:
             return None
-        agent = Agent.objects.filter(name=name).first()
-        if agent is None:
-            raise CommandError(f"No agent named '{name}'.", returncode=2)
-        return agent
+        try:
+            return agent_config.find(name)
+        except errors.InvalidRequest as exc:
+            raise CommandError(" ".join(exc.detail["agent"]), returncode=2) from None
 
     def _user(self, username: str | None):
         if username is None:
