@@ -43,7 +43,7 @@ def exception_handler(exc, context):
         # Not DRF's "No Run matches the given query." nor a view's own text: one answer for every 404.
         return Response({"detail": NOT_FOUND}, status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, RequestDataTooBig):  # else Django's HTML 400 page, with no message
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = getattr(exc, "limit", settings.DATA_UPLOAD_MAX_MEMORY_SIZE)  # its route's (agents/api/parsers.py)
         return Response({"detail": f"The request body is larger than {limit} bytes."}, status=413)
     if isinstance(exc, RecursionError):  # JSON nested too deeply for the parser: bad input, not a 500
         exc = ParseError("JSON parse error - the body is nested too deeply.")

@@ -48,16 +48,20 @@ class StrictCharField(StrictStringMixin, serializers.CharField):
 
 
 class RunInputField(StrictCharField):
-    """A run's input: a string, or (with AGENT_MAX_IMAGES > 0) a list of parts with images, each checked before
-    anything is stored (agents/api/inputs.py). A string takes the same path as before parts existed."""
+    """A run's input: a string, or (with AGENT_MAX_IMAGES or AGENT_MAX_DOCUMENTS > 0) a list of parts with images and
+    documents, each checked before anything is stored (agents/api/inputs.py), a document URL's content fetched. A
+    string takes the same path as before parts existed."""
 
     def to_internal_value(self, data):
-        if type(data) is list and settings.AGENT_MAX_IMAGES > 0:
+        lists = inputs.lists_taken()
+        if type(data) is list and lists:
             found = inputs.problems(data)
+            if not found:
+                data, found = inputs.fetched(data)
             if found:
                 raise serializers.ValidationError(found, code="invalid")
             return data
-        if not isinstance(data, str) and settings.AGENT_MAX_IMAGES > 0:
+        if not isinstance(data, str) and lists:
             raise serializers.ValidationError(f"Expected a string or a list of parts, got {json_type(data)}.")
         return super().to_internal_value(data)
 

@@ -62,6 +62,7 @@ class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
 # say is in words: at most AGENT_MAX_IMAGES images, AGENT_MAX_INPUT_CHARS characters of text in all, base64 bytes of
 # the type media_type names, at most AGENT_MAX_IMAGE_BYTES each, and URLs whose host resolves to public addresses.
 URL_PATTERN = f"^[Hh][Tt][Tt][Pp][Ss]://[^\\u0000{WHITESPACE}]*$"
+DOCUMENT_URL_PATTERN = f"^[Hh][Tt][Tt][Pp][Ss]?://[^\\u0000{WHITESPACE}]*$"
 BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 PART_SCHEMAS = {
     "InputTextPart": {
@@ -92,12 +93,57 @@ PART_SCHEMAS = {
         "required": ["type", "data", "media_type"],
         "additionalProperties": False,
     },
+    "InputFileDataPart": {
+        "type": "object",
+        "description": "A document (docs/documents.md) as base64: a PDF, or UTF-8 text, at most "
+        "AGENT_MAX_DOCUMENT_BYTES once decoded (else 400). Stored once; the run shows its reference.",
+        "properties": {
+            "type": {"type": "string", "enum": ["file"]},
+            "data": {"type": "string", "minLength": 4, "pattern": BASE64_PATTERN},
+            "media_type": {"type": "string", "enum": list(inputs.DOCUMENT_TYPES)},
+            "name": {"type": "string", "minLength": 1, "maxLength": inputs.MAX_NAME_CHARS, "pattern": NON_BLANK},
+        },
+        "required": ["type", "data", "media_type"],
+        "additionalProperties": False,
+    },
+    "InputFileUrlPart": {
+        "type": "object",
+        "description": "A document at an http(s) URL whose host resolves to public addresses only: this server fetches "
+        "it (at most AGENT_MAX_DOCUMENT_BYTES, within AGENT_DOCUMENT_FETCH_TIMEOUT_S) and checks it as base64 data.",
+        "properties": {
+            "type": {"type": "string", "enum": ["file"]},
+            "url": {"type": "string", "maxLength": inputs.MAX_URL_CHARS, "pattern": DOCUMENT_URL_PATTERN},
+            "name": {"type": "string", "minLength": 1, "maxLength": inputs.MAX_NAME_CHARS, "pattern": NON_BLANK},
+        },
+        "required": ["type", "url"],
+        "additionalProperties": False,
+    },
+}
+# What a run shows of a document it was given: its reference, never its bytes.
+REFERENCE_SCHEMAS = {
+    "InputFileReference": {
+        "type": "object",
+        "description": "A document the run was given (docs/documents.md), stored once: its id, name, type and size.",
+        "properties": {
+            "type": {"type": "string", "enum": ["file"]},
+            "document": {"type": "string", "format": "uuid"},
+            "media_type": {"type": "string", "enum": list(inputs.DOCUMENT_TYPES)},
+            "name": {"type": "string"},
+            "size": {"type": "integer", "minimum": 1},
+        },
+        "required": ["type", "document", "media_type", "name", "size"],
+        "additionalProperties": False,
+    },
 }
 
 
-def parts_schema(auto_schema) -> dict:
-    """The list form of a run's input, its part shapes registered as components."""
-    for name, schema in PART_SCHEMAS.items():
+def parts_schema(auto_schema, given: bool = False) -> dict:
+    """The list form of a run's input, its part shapes registered as components; `given`: as a run shows it (a
+    document as its reference)."""
+    shapes = PART_SCHEMAS
+    if given:  # a document is shown as its reference, never as it was sent
+        shapes = {k: v for k, v in PART_SCHEMAS.items() if not k.startswith("InputFile")} | REFERENCE_SCHEMAS
+    for name, schema in shapes.items():
         # A copy: drf-spectacular's enum post-processing rewrites a component's enums in place into $refs, and the
         # next schema generated from these dicts would then point at enum components no one creates.
         component = ResolvedComponent(name, ResolvedComponent.SCHEMA, schema=copy.deepcopy(schema), object=name)
@@ -106,21 +152,22 @@ def parts_schema(auto_schema) -> dict:
         "type": "array",
         "minItems": 1,
         "maxItems": inputs.MAX_PARTS,
-        "items": {"oneOf": [{"$ref": f"#/components/schemas/{name}"} for name in PART_SCHEMAS]},
-        "description": f"Text and images. At most {settings.AGENT_MAX_IMAGES} images and "
-        f"{settings.AGENT_MAX_INPUT_CHARS} characters of text in all (else 400).",
+        "items": {"oneOf": [{"$ref": f"#/components/schemas/{name}"} for name in shapes]},
+        "description": f"Text, images and documents. At most {settings.AGENT_MAX_IMAGES} images, "
+        f"{settings.AGENT_MAX_DOCUMENTS} documents and {settings.AGENT_MAX_INPUT_CHARS} characters of text in all "
+        "(else 400).",
     }
 
 
 class RunInputFieldExtension(OpenApiSerializerFieldExtension):
-    """A run's input: a string, or (while AGENT_MAX_IMAGES > 0) a list of parts."""
+    """A run's input: a string, or (while AGENT_MAX_IMAGES or AGENT_MAX_DOCUMENTS > 0) a list of parts."""
 
     target_class = "agents.api.fields.RunInputField"
     priority = 1  # before StrictCharFieldExtension, which matches it too (a subclass)
 
     def map_serializer_field(self, auto_schema, direction) -> dict:
         text = StrictCharFieldExtension(self.target).map_serializer_field(auto_schema, direction)
-        if settings.AGENT_MAX_IMAGES <= 0:
+        if not inputs.lists_taken():
             return text  # drf-spectacular adds the length bounds to a string schema
         text = {**text, "minLength": max(self.target.min_length or 1, 1), "maxLength": self.target.max_length}
         return {"oneOf": [text, parts_schema(auto_schema)], "description": "A string, or a list of parts."}
@@ -155,7 +202,7 @@ class RunSerializerExtension(OpenApiSerializerExtension):
 
 def input_as_given(auto_schema) -> dict:
     """A stored run's input as it was given: a string, or its list of parts."""
-    return {"oneOf": [{"type": "string"}, parts_schema(auto_schema)], "readOnly": True}
+    return {"oneOf": [{"type": "string"}, parts_schema(auto_schema, given=True)], "readOnly": True}
 
 
 class ThreadRunSerializerExtension(OpenApiSerializerExtension):

@@ -104,6 +104,35 @@ STEP_SCHEMAS: dict[str, tuple[Any, ...]] = {
         {"message": {"type": "string"}, "limit": LIMIT, "guardrail": GUARDRAIL},
         ("limit", "guardrail"),
     ),
+    "SummaryStep": (
+        "summary",
+        "The thread's earlier turns that the history budget leaves out, condensed by the run's model (history "
+        '"summarize"): a call of the run, before its first turn.',
+        {
+            "summary": {
+                **NULLABLE_STRING,
+                "description": "What the model sees in place of those turns; null when the call failed.",
+            },
+            "runs": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "How many of the thread's runs, oldest first, the summary covers.",
+            },
+            "condensed": {"type": "integer", "minimum": 0, "description": "How many runs this call condensed."},
+            "extended": {"type": "boolean", "description": "Whether it extends the thread's summary so far."},
+            "usage": TOKEN_USAGE,
+            "cost": COST,
+            "model": {
+                "type": "string",
+                "description": 'Present when a fallback model answered: its "provider/model".',
+            },
+            "error": {
+                "type": "string",
+                "description": "Present when the call failed: the run went on with those turns left out.",
+            },
+        },
+        ("model", "error"),
+    ),
 }
 
 
@@ -120,7 +149,7 @@ def step_schema(kind: str, description: str, fields: dict, optional: tuple[str, 
 
 
 class StepSerializerExtension(OpenApiSerializerExtension):
-    """A step is one of four shapes, told apart by `kind` (a union with a discriminator)."""
+    """A step is one of five shapes, told apart by `kind` (a union with a discriminator)."""
 
     target_class = "agents.api.serializers.StepSerializer"
 

@@ -269,9 +269,16 @@ class ThreadRunSerializer(serializers.ModelSerializer):
 
 class ThreadDetailSerializer(ThreadSerializer):
     runs = ThreadRunSerializer(many=True, read_only=True, help_text="The thread's runs, oldest first.")
+    summary = serializers.CharField(
+        read_only=True,
+        help_text='Its earliest runs condensed by the model (runs with history "summarize"); "" while there is none.',
+    )
+    summary_runs = serializers.IntegerField(
+        read_only=True, min_value=0, help_text="How many of its runs, oldest first, the summary covers."
+    )
 
     class Meta(ThreadSerializer.Meta):
-        fields = [*ThreadSerializer.Meta.fields, "runs"]
+        fields = [*ThreadSerializer.Meta.fields, "summary", "summary_runs", "runs"]
         read_only_fields = fields
 
 

@@ -105,7 +105,8 @@ def summarize(
 
 def _failed(record: SummaryStep, error: str, usage: dict[str, int] | None = None) -> SummaryStep:
     usage = usage if usage is not None else Usage().as_dict()
-    return SummaryStep(None, record.runs, record.condensed, record.extended, usage, record.model, record.cost_nanos, error)
+    runs, condensed, extended = record.runs, record.condensed, record.extended
+    return SummaryStep(None, runs, condensed, extended, usage, record.model, record.cost_nanos, error)
 
 
 def _spent(state: RunState, prompt_tokens: int, completion_tokens: int, cost_nanos: int | None) -> None:

@@ -111,5 +111,16 @@ class Migration(migrations.Migration):
                 blank=True, default="", help_text="the agent every case started from (name@n)", max_length=80
             ),
         ),
+        migrations.AlterField(  # the step kind `summary` (a long thread's summary): choices only, no SQL
+            model_name="step",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("model", "Model"), ("tool", "Tool"), ("approval", "Approval"), ("error", "Error"),
+                    ("summary", "Summary"),
+                ],
+                max_length=16,
+            ),
+        ),  # fmt: skip
         migrations.RunPython(first_versions, migrations.RunPython.noop),
     ]

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from agents.engine import parts
+from agents.engine import summary as thread_summary
 from agents.engine.prompts import DENIED, JUDGE_MARK, REFLECT, RETRY
 from agents.engine.types import CallStopped, ModelReply, ModelRequest, StopReason, ToolCall, Usage
 from agents.engine.wrapping import unwrap
@@ -112,6 +113,9 @@ class DemoProvider(Provider):
         if REFLECT_MARK in str(request.messages[-1].get("content", "")):
             text = "I ran out of turns before reaching an answer. I should take fewer, larger steps."
             return replace(ModelReply(text=text), usage=estimated_usage(request, ModelReply(text=text)))
+        if str(request.messages[0].get("content", "")).startswith(thread_summary.SUMMARY_MARK):
+            text = summarized(parts.text_of(request.messages[-1]["content"]))
+            return replace(ModelReply(text=text), usage=estimated_usage(request, ModelReply(text=text)))
         start = 1 + request.history_messages  # after the system prompt and a thread's earlier turns
         question = next((m["content"] for m in request.messages[start:] if m["role"] == "user"), "")
         goal = follow_up(parts.text_of(question).split(RETRY_MARK)[0], request.messages[1:start])
@@ -200,6 +204,28 @@ def judged(prompt: str) -> _Plan:
     )
 
 
+_SUMMARY_TURN = re.compile(r"Turn \d+\nUser: (?P<input>.*?)\nAssistant: (?P<answer>.*?)(?=\n\nTurn \d+\n|\Z)", re.S)
+SUMMARY_HEAD = "Earlier in this conversation:"
+SUMMARY_LINE = 160  # characters of each question and answer a demo summary keeps
+
+
+def summarized(prompt: str) -> str:
+    """A thread's summary (agents/engine/summary.py), by rule: the summary so far, then a line per turn sent, what
+    the user asked and what the answer was, each cut short. Extending keeps the earlier lines as they were."""
+    lines: list[str] = []
+    if prompt.startswith(thread_summary.SO_FAR):
+        earlier = prompt.removeprefix(thread_summary.SO_FAR).split(f"\n\n{thread_summary.EXTEND}")[0].strip()
+        lines = [line for line in earlier.splitlines() if line.strip() and line != SUMMARY_HEAD]
+    for match in _SUMMARY_TURN.finditer(prompt):
+        asked, answer = (" ".join(match.group(k).split()) for k in ("input", "answer"))
+        lines.append(f'- The user asked "{_short(asked)}"; the answer was "{_short(answer)}".')
+    return "\n".join([SUMMARY_HEAD, *lines])
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SUMMARY_LINE else text[: SUMMARY_LINE - 1] + "…"
+
+
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON
 IMAGE_TOKENS = 85  # what a small image costs at real providers (OpenAI's low detail)
 PDF_TOKENS = 1500  # about what a page of a PDF costs at real providers (its text and its image)
@@ -249,9 +275,7 @@ FIRST_LINE_CHARS = 60
 
 
 def _document(document: dict[str, Any]) -> str:
-    size = parts.decoded_size(str(document.get("data") or ""))
-    shown = f"{size} bytes" if size < 1024 else f"{size / 1024:.1f} KB" if size < 1024**2 else f"{size / 1024**2:.1f} MB"
-    head = f"{document.get('name') or 'unnamed'}, {document.get('media_type')}, {shown}"
+    head = f"{document.get('name') or 'unnamed'}, {document.get('media_type')}, {_size(document)}"
     text = parts.document_text(document)
     if text is None:
         return head
@@ -264,11 +288,15 @@ def _document(document: dict[str, Any]) -> str:
 def _described(image: dict[str, Any]) -> str:
     if image.get("url"):
         return f"a link to {urlsplit(str(image['url'])).hostname}"
-    size = parts.decoded_size(str(image.get("data") or ""))
+    return f"{image.get('media_type')}, {_size(image)}"
+
+
+def _size(part: dict[str, Any]) -> str:
+    """A base64 part's size once decoded, as people read it ("26 bytes", "1.2 KB")."""
+    size = parts.decoded_size(str(part.get("data") or ""))
     if size < 1024:
-        return f"{image.get('media_type')}, {size} bytes"
-    shown = f"{size / 1024:.1f} KB" if size < 1024**2 else f"{size / 1024**2:.1f} MB"
-    return f"{image.get('media_type')}, {shown}"
+        return f"{size} bytes"
+    return f"{size / 1024:.1f} KB" if size < 1024**2 else f"{size / 1024**2:.1f} MB"
 
 
 def _observation(message: dict[str, Any]) -> str | None:

@@ -31,7 +31,7 @@ from agents.engine.types import Model, ModelReply, ModelRequest, Verdict
 from agents.guardrails import guard_for
 from agents.guardrails.rails import RunGuard
 from agents.models import Run, RunStatus
-from agents.runs import doorbell, documents, leases, store, telemetry
+from agents.runs import documents, doorbell, leases, store, telemetry
 from agents.runs.live import Publisher
 from agents.usage import prices, quotas
 

@@ -16,7 +16,20 @@ from agents.engine.dispatch import schema_error
 from agents.errors import InvalidRequest, RunBusy, RunFinished
 from agents.models import Run, RunMode, RunStatus, StopReason
 from agents.providers import ProviderConfigError
-from agents.runs import calls, doorbell, leases, live, persist, rows, runtime, settle, store, telemetry, tree
+from agents.runs import (
+    calls,
+    doorbell,
+    leases,
+    live,
+    persist,
+    rows,
+    runtime,
+    settle,
+    store,
+    telemetry,
+    thread_summary,
+    tree,
+)
 from agents.runs.handoff import continue_elsewhere, enqueue
 from agents.usage import quotas
 from agents.usage.owners import OwnerFacts
@@ -252,6 +265,8 @@ def _units(held: store.Held, units: int | None) -> None:
     guard = calls.unheld_guard(held.run)
     quiet = guard is not None and guard.watches("output")  # the words go out only once redacted and accepted
     model, toolset, done = calls.for_run(held, model, quiet=quiet), runtime.build_toolset(held.run), 0
+    if thread_summary.wanted(held):
+        thread_summary.condense(held, model)  # a long thread's left-out turns, condensed before the first unit
     while held.state.status == RunStatus.RUNNING and not _waits(held.state) and (units is None or done < units):
         with telemetry.unit(held.run):
             _unit(held, model, toolset, last_unit=units is not None and done + 1 >= units, guard=guard)

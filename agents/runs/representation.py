@@ -22,6 +22,7 @@ STEP_FIELDS = {
     "tool": ("call_id", "name", "arguments", "output", "is_error"),
     "approval": ("call_id", "name", "original_arguments", "arguments", "approved", "reviewer", "reason"),
     "error": ("message",),
+    "summary": ("summary", "runs", "condensed", "extended", "usage", "cost"),
 }
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
@@ -106,10 +107,12 @@ def step_json(step: Step) -> dict:
     data = {"index": step.index, "kind": step.kind, "created_at": when(step.created_at), "latency_ms": step.latency_ms}
     for name in STEP_FIELDS.get(step.kind, ()):
         data[name] = step.data.get(name)
-    if step.kind == "model":
+    if step.kind in ("model", "summary"):
         data["cost"] = cost_text(step.data.get("cost_nanos"))  # stored in billionths, shown as a decimal string
         if "model" in step.data:
             data["model"] = step.data["model"]  # a fallback model answered
+    if step.kind == "summary" and "error" in step.data:
+        data["error"] = step.data["error"]  # the summary call failed: the run went on without it
     for mark in ("limit", "guardrail"):  # a limit or a guardrail answered the call, or stopped the run
         if mark in step.data:
             data[mark] = step.data[mark]

@@ -118,9 +118,11 @@ def start_run(
     redact = partial(redact_input, config.guardrails) if config.guardrails else None
     options = replace(options, input_parts=documents.stored(owner.pk, options.input_parts, redact=redact))
     run = _new_run(owner, options, config, thread, lease_owner)
-    images = partial(image_budget, options, config.provider, config.model)
-    files = partial(document_budget, options, config.provider, config.model)
-    _insert(run, thread, key_id, relaxed, strategy=options.multitask_strategy, image_budget=images, document_budget=files)
+    budgets = {
+        "image_budget": partial(image_budget, options, config.provider, config.model),
+        "document_budget": partial(document_budget, options, config.provider, config.model),
+    }
+    _insert(run, thread, key_id, relaxed, strategy=options.multitask_strategy, **budgets)
     telemetry.run_created(run)
     return run
 

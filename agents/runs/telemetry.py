@@ -5,7 +5,7 @@ tool call, a run created, an event stream open); observers registered at start-u
 switched on by its settings) do the rest. With no observer, each hook is one check of an empty list: tracing and
 metrics switched off cost nothing.
 
-An observer implements any of: `driving(run)`, `unit(run)`, `model_call(run, request, record)`,
+An observer implements any of: `driving(run)`, `unit(run)`, `summary(run)`, `model_call(run, request, record)`,
 `tool_call(run, name, call_id, record)`, `stream(run_id)` and `task(name, waited_s, record)` (context managers around
 the work; an exception inside goes through them and on: an observer records it, never swallows it), `run_created(run)`,
 `run_scored(score)` (a RunScore stored: an evaluator's or a person's), `tasks_claimed(count)` and `carrier()` (what a
@@ -73,6 +73,11 @@ def driving(run) -> AbstractContextManager[None]:
 def unit(run) -> AbstractContextManager[None]:
     """One unit of a run: a model call and the tool calls it asked for (or a decision and the calls it allows)."""
     return _hook("unit", run)
+
+
+def summary(run) -> AbstractContextManager[None]:
+    """A run condenses its thread's earlier turns (history `summarize`) before its first unit: one model call."""
+    return _hook("summary", run)
 
 
 def stream(run_id) -> AbstractContextManager[None]:

@@ -7,10 +7,11 @@ of its OTEL_* variables itself) and returns the observer that agents/apps.py reg
 the layers above it.
 
 Spans (docs/observability.md): `invoke_agent {agent}` while this process drives a run, `unit` for each unit, `chat
-{model}` for each model call and `execute_tool {name}` for each tool call (OpenTelemetry's GenAI conventions), a
-SERVER span per request (`TracingMiddleware`), and `create_run` as the root of a run created outside any trace. No
-prompt, reply, argument or tool output is recorded unless `AGENT_OTEL_CAPTURE_CONTENT` asks for it; exception messages
-neither (they can quote a tool's arguments).
+{model}` for each model call and `execute_tool {name}` for each tool call (OpenTelemetry's GenAI conventions),
+`summarize_history` around a run's summary of its thread's earlier turns, a SERVER span per request
+(`TracingMiddleware`), and `create_run` as the root of a run created outside any trace. No prompt, reply, argument or
+tool output is recorded unless `AGENT_OTEL_CAPTURE_CONTENT` asks for it; exception messages neither (they can quote a
+tool's arguments).
 
 A run keeps the trace of where it was created: a new run stores `carrier()` (W3C traceparent/tracestate) in
 `Run.trace_context`, and a process that takes it up later (a worker) continues that trace when it has none of its own.
@@ -132,6 +133,15 @@ class Tracing:
         parent = None if trace.get_current_span().get_span_context().is_valid else _stored(run)
         span = self.tracer.start_span("unit", parent, SpanKind.INTERNAL, {"reactsite.run.id": str(run.pk)})
         return _Scope(self, span, parent, unit_of=run.pk)
+
+    def summary(self, run: Any) -> _Scope:
+        """The run condensing its thread's earlier turns (history `summarize`): its `chat` span is this one's child."""
+        parent = None if trace.get_current_span().get_span_context().is_valid else _stored(run)
+        attributes = {"reactsite.run.id": str(run.pk)}
+        if run.thread_id is not None:
+            attributes["gen_ai.conversation.id"] = str(run.thread_id)
+        span = self.tracer.start_span("summarize_history", parent, SpanKind.INTERNAL, attributes)
+        return _Scope(self, span, parent)
 
     def model_call(self, run: Any, request: Any, record: Any) -> _Scope:
         model = run.model if run is not None else "model"

@@ -115,8 +115,8 @@ def test_names_are_checked_by_what_they_resolve_to(api, resolver):
     ("part", "message"),
     [
         ("hello", 'part 2: Expected an object such as {"type": "text", "text": "…"}, got a string.'),
-        ({"type": "video", "url": PUBLIC_URL}, 'part 2: unknown type \'video\': a part is "text" or "image".'),
-        ({"text": "no type"}, 'part 2: unknown type none: a part is "text" or "image".'),
+        ({"type": "video", "url": PUBLIC_URL}, 'part 2: unknown type \'video\': a part is "text", "image" or "file".'),
+        ({"text": "no type"}, 'part 2: unknown type none: a part is "text", "image" or "file".'),
         ({"type": "text"}, "part 2: text is missing."),
         ({"type": "text", "text": 5}, "part 2: text must be a string, got a number."),
         ({"type": "text", "text": "  \n"}, "part 2: text may not be blank."),

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from agents.api.authentication import owner_facts
 from agents.api.bodies import unknown_fields
 from agents.api.events import EventStreamRenderer, Frames, Turn, run_events
+from agents.api.parsers import RunBodyParser
 from agents.api.serializers import (
     AdvanceSerializer,
     EventsQuerySerializer,
@@ -95,6 +96,12 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Destro
     serializer_class = RunSerializer
     filterset_class = RunFilter
     lookup_value_converter = "anyuuid"  # any other id matches no route: the API's JSON 404
+
+    def initialize_request(self, request, *args, **kwargs):
+        request = super().initialize_request(request, *args, **kwargs)
+        if self.action == "create":  # a run's input may carry documents: its own, larger bound (agents/api/parsers.py)
+            request.parsers = [RunBodyParser()]
+        return request
 
     def initial(self, request, *args, **kwargs):
         if self.action == "events":  # its turn to read first, before any read (authentication's): see Turn
@@ -271,6 +278,7 @@ class SeedRunView(APIView):
     """The seed project's one-shot: a sync `tools` run, answered in the seed's shape."""
 
     throttle_classes = [AgentRateThrottle]
+    parser_classes = [RunBodyParser]  # a run's creation: the larger bound (agents/api/parsers.py)
 
     @extend_schema(request=SeedRunSerializer, responses=SeedRunResultSerializer)
     def post(self, request):

@@ -8,8 +8,10 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+from django.db import transaction
 from rest_framework.authtoken.models import Token
 
+from agents.catalog import services as catalog
 from agents.models import Agent
 
 # The README's examples name this agent: `make run` creates it so they work on a fresh clone. Created only when
@@ -56,7 +58,10 @@ class Command(BaseCommand):
             self.stdout.write(f"Created superuser '{user.username}' with password: {shown}  (shown once)")
         for agent in [DEMO_AGENT, *DEMO_SUB_AGENTS]:
             fields = {k: v for k, v in agent.items() if k != "name"}
-            _, created = Agent.objects.get_or_create(name=agent["name"], defaults=fields)
+            with transaction.atomic():
+                made, created = Agent.objects.get_or_create(name=agent["name"], defaults=fields)
+                if created:
+                    catalog.record(made, user)  # its version 1, as an agent made over the API or in the console
             if created:
                 self.stdout.write(f"Created the demo agent '{agent['name']}'")
         token, _ = Token.objects.get_or_create(user=user)
