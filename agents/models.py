@@ -312,7 +312,9 @@ class EvalRun(models.Model):
     max_reflections = models.PositiveSmallIntegerField(default=0)
     cases_file = models.CharField(max_length=300)
     only = models.CharField(max_length=200, blank=True, default="")
-    agent = models.CharField(max_length=80, blank=True, default="", help_text="the agent every case started from (name@n)")
+    agent = models.CharField(
+        max_length=80, blank=True, default="", help_text="the agent every case started from (name@n)"
+    )
     cases_sha256 = models.CharField(max_length=64, blank=True, default="", help_text="the cases' content, hashed")
     repeat = models.PositiveSmallIntegerField(default=1, help_text="attempts of each case and protocol")
     baseline = models.ForeignKey(

@@ -23,7 +23,7 @@ class ThreadAdmin(ReadOnlyAdmin):
     list_filter = [("owner", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["title", "id", "owner__username"]
     list_select_related = ["owner"]
-    fields = ["id", "title", "owner", "created_at", "updated_at"]
+    fields = ["id", "title", "owner", "created_at", "updated_at", "summary", "summary_runs"]  # history "summarize"
     change_form_template = "admin/agents/thread/change_form.html"
 
     def get_queryset(self, request):

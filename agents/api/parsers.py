@@ -25,8 +25,8 @@ class BodyTooLarge(RequestDataTooBig):
 
 
 def run_body_limit() -> int:
-    """The bound of a run-creating body: AGENT_MAX_RUN_BODY_BYTES, and never below every other route's."""
-    return max(int(settings.AGENT_MAX_RUN_BODY_BYTES), int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0))
+    """The bound of a run-creating body (a setting: read per request)."""
+    return int(settings.AGENT_MAX_RUN_BODY_BYTES)
 
 
 class RunBodyParser(BaseParser):

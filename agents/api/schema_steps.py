@@ -22,7 +22,9 @@ STEP_COMMON = {
 NULLABLE_STRING = {"type": "string", "nullable": True}
 TOKEN_USAGE = {
     "type": "object",
-    "properties": {key: {"type": "integer", "minimum": 0} for key in (*USAGE_KEYS, "cached_tokens", "cache_write_tokens")},
+    "properties": {
+        key: {"type": "integer", "minimum": 0} for key in (*USAGE_KEYS, "cached_tokens", "cache_write_tokens")
+    },
     "required": list(USAGE_KEYS),
 }
 COST = {

@@ -27,8 +27,8 @@ from agents.api.fields import (
 from agents.engine import parts
 from agents.models import Run, RunMode, ScoreSource, Step, Thread
 from agents.runconfig.options import BY_NAME, FORK_OPTIONS, HistoryMode
-from agents.runs.agent_config import REF_MAX_LENGTH
 from agents.runs import representation
+from agents.runs.agent_config import REF_MAX_LENGTH
 from agents.runs.options import MULTITASK_STRATEGIES
 from agents.runs.representation import USAGE_KEYS
 from agents.usage.prices import cost_text

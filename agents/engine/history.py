@@ -3,8 +3,9 @@
 Each earlier run is one user turn (its input) and one assistant turn (its final answer, or a note of how it stopped);
 tool steps are not replayed as tool messages. A run cancelled before it finished (interrupted by a newer run on its
 thread, docs/double-texting.md) says in its note what it had done so far: its tool calls and their outputs, briefly
-(`calls_so_far`), so a later run knows what already happened. The service reads the runs; this module bounds and
-renders them (pure functions).
+(`calls_so_far`), so a later run knows what already happened. With `history: "summarize"` the runs past the budget
+are condensed into one summary turn that leads the others (`with_summary`; agents/engine/summary.py makes it). The
+service reads the runs; this module bounds and renders them (pure functions).
 """
 
 from __future__ import annotations

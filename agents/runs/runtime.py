@@ -24,7 +24,9 @@ def warm() -> None:
     """Build before serving what a process would otherwise build during its first runs, while every run then in flight
     in that (gevent) process waits, about a second in all: the SDKs of the providers that can be used, and the
     engine's look-alike table for tool output (~0.25 s), and memory's embedding model (~0.7 s, with MEMORY_VECTORS).
-    gunicorn's post_worker_init and run_worker call it."""
+    gunicorn's post_worker_init and run_worker call it. Nothing with AGENT_WARM_UP off."""
+    if not settings.AGENT_WARM_UP:
+        return
     wrapping.warm()
     providers.warm()
     if settings.MEMORY_VECTORS:

@@ -90,8 +90,10 @@ def start_run(
     the insert does not wait for the database's flush (persist.insert_run); only for a run this request drives on.
 
     `new_thread` starts a thread for it (titled from its input) in the same transaction: a run that cannot start
-    leaves no empty thread. `key_id`: an idempotency key bound to the run in the insert's transaction. Over the
-    owner's daily token quota: QuotaExceeded, and nothing is stored. On a thread with a run in progress,
+    leaves no empty thread. Its input's documents are stored once checked (once per owner and content; the run keeps
+    their references: agents/runs/documents.py); a run refused after that (a busy thread) leaves them for its retry.
+    `key_id`: an idempotency key bound to the run in the insert's transaction. Over the owner's daily token quota:
+    QuotaExceeded, and nothing is stored. On a thread with a run in progress,
     `options.multitask_strategy` decides (`_insert`); a run stored waiting its turn comes back not held, with
     `thread_queued` set.
     """

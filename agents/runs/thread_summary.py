@@ -62,9 +62,11 @@ def condense(held: store.Held, model: Model) -> None:
         return
     stop = min(left_out, covered + max(settings.AGENT_THREAD_HISTORY_RUNS, 1))
     turns = thread_runs.turns_between(run.thread_id, run.created_at, covered, stop, settings.AGENT_THREAD_HISTORY_CHARS)
-    job = engine_summary.Condense(summary, covered, turns, covered + len(turns))
-    with telemetry.summary(run):
-        state, events, text = engine_summary.summarize(held.state, model, runtime.clock, job, held.interrupt)
+    events: list[dict] = []
+    if turns:  # (none: the thread's runs were deleted meanwhile)
+        job = engine_summary.Condense(summary, covered, turns, covered + len(turns))
+        with telemetry.summary(run):
+            state, events, text = engine_summary.summarize(held.state, model, runtime.clock, job, held.interrupt)
     if not events:  # no call was made (the deadline, a cancel, the token limit): the summary so far, if any
         if summary:
             _show(held, summary, covered)

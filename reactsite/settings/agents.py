@@ -24,6 +24,9 @@ AGENT_LIVE_DIR = env.str("AGENT_LIVE_DIR", default="")
 # The offline demo model writes a streamed reply word by word with this pause between words (0: all at once).
 AGENT_DEMO_WORD_PAUSE_S = env.float("AGENT_DEMO_WORD_PAUSE_S", default=0.03)
 AGENT_DEFAULT_MAX_TURNS = 8
+# A server or worker process builds what its first runs need before it serves (SDKs, tables, the embedding model:
+# about a second of CPU). Off: it starts that much faster and its first runs pay instead (a test suite's processes).
+AGENT_WARM_UP = env.bool("AGENT_WARM_UP", default=True)
 AGENT_DEFAULT_TIMEOUT_S = 60.0
 # Approvals: how long a paused call waits for a human before the system denies it (reason "expired").
 AGENT_APPROVAL_TTL_S = env.int("AGENT_APPROVAL_TTL_S", default=86400)

@@ -40,6 +40,9 @@ RUN_KEYS = {
     "tool_limits",
     "guardrails",  # issue 38
     "fallback_models",  # issue 38
+    "agent_version",  # v1.3 (issue 51): the agent's version it ran, null without an agent
+    "prompt_cache",  # v1.3 (issue 51)
+    "history",  # v1.3 (issue 51): truncate or summarize
     "mode",
     "protocol",
     "provider",

@@ -296,7 +296,9 @@ def test_run_evals_names_an_agent_with_a_version(ops, tmp_path):
     create(ops, name="calc", provider="demo", instructions="old")
     ops.patch(f"{AGENTS}/calc", {"instructions": "new"}, format="json")
     cases = tmp_path / "cases.yaml"
-    cases.write_text(json.dumps([{"id": "mult", "input": "What is 12*7?", "check": {"type": "contains", "value": "84"}}]))
+    cases.write_text(
+        json.dumps([{"id": "mult", "input": "What is 12*7?", "check": {"type": "contains", "value": "84"}}])
+    )
 
     call_command("run_evals", "--cases", str(cases), "--agent", "calc@1", "--protocol", "tools")
 

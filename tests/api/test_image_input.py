@@ -4,11 +4,12 @@ the list as given; a model without vision is refused before any run exists; the 
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import jsonschema
 import pytest
 
-from agents.models import Run
+from agents.models import Document, Run
 from tests.api.conftest import ARITHMETIC, RUNS, SEED, create_run, run_count, run_url
 from tests.conftest import client_for, make_user
 
@@ -36,6 +37,13 @@ def image(raw: bytes = PNG, media_type: str = "image/png") -> dict:
 
 def url_image(url: str = PUBLIC_URL) -> dict:
     return {"type": "image", "url": url}
+
+
+def referenced(raw: bytes, media_type: str) -> dict:
+    """The reference an earlier run's base64 image becomes in a later run's history: its stored Document's."""
+    stored = Document.objects.get(sha256=hashlib.sha256(raw).hexdigest(), media_type=media_type)
+    assert bytes(stored.data) == raw
+    return {"type": "image", "document": str(stored.pk), "media_type": media_type, "size": len(raw)}
 
 
 def refused(client, parts, url: str = RUNS) -> list[str]:
@@ -272,6 +280,7 @@ def test_other_json_types_are_refused_naming_both_forms(api):
 
 def test_with_no_images_allowed_input_is_a_string_only(api, settings):
     settings.AGENT_MAX_IMAGES = 0
+    settings.AGENT_MAX_DOCUMENTS = 0  # nor documents: no list form at all (docs/documents.md)
     assert refused(api, [text()]) == ["Expected a string, got a list."]
 
 
@@ -325,7 +334,8 @@ def test_a_thread_carries_earlier_image_parts_in_its_history(api):
     first = api.post(RUNS, {"input": [text(), image()], "thread_id": thread}, format="json").json()
     second = create_run(api, input="and add 2", thread_id=thread).json()
     history = Run.objects.get(pk=second["id"]).history
-    assert history[0]["input_parts"] == [text(), image()]
+    # The image is stored once and referenced (docs/documents.md): the history holds no copy of its bytes.
+    assert history[0]["input_parts"] == [text(), referenced(PNG, "image/png")]
     assert history[0]["input"] == ARITHMETIC and history[0]["output"] == first["output"]
     runs = api.get(f"{THREADS}/{thread}").json()["runs"]
     assert [r["input"] for r in runs] == [[text(), image()], "and add 2"]  # each as it was given
@@ -339,7 +349,7 @@ def test_a_threads_images_stay_within_the_bound_newest_first(api, settings):
     last = api.post(RUNS, {"input": [text(), image(JPEG, "image/jpeg")], "thread_id": thread}, format="json").json()
     history = Run.objects.get(pk=last["id"]).history
     assert history[0]["input_parts"][1] == {"type": "text", "text": "(An image was here; it is not shown again.)"}
-    assert history[1]["input_parts"][1] == image(GIF, "image/gif")  # the newest earlier one fits beside the new one
+    assert history[1]["input_parts"][1] == referenced(GIF, "image/gif")  # the newest earlier one fits beside the new
 
 
 def test_a_model_without_vision_gets_notes_for_a_threads_images(api, settings):

@@ -193,6 +193,7 @@ def test_cors_allows_nothing_by_default(api, settings):
 
 def test_body_over_the_upload_limit_is_a_4xx(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    settings.AGENT_MAX_RUN_BODY_BYTES = 1000  # a run's creation has a bound of its own (docs/documents.md)
     payload = json.dumps({"input": "What is 1+1? " + "x" * 2000})
     response = api.post(RUNS, data=payload, content_type="application/json")
     assert 400 <= response.status_code < 500, response.status_code
@@ -203,6 +204,7 @@ def test_body_over_the_upload_limit_is_a_4xx(api, settings):
 
 def test_oversized_body_with_an_idempotency_key_is_a_4xx(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    settings.AGENT_MAX_RUN_BODY_BYTES = 1000
     payload = json.dumps({"input": "x" * 2000})
     response = api.post(RUNS, data=payload, content_type="application/json", HTTP_IDEMPOTENCY_KEY="big")
     assert response.status_code == 413
@@ -211,11 +213,13 @@ def test_oversized_body_with_an_idempotency_key_is_a_4xx(api, settings):
 
 def test_body_under_the_upload_limit_is_fine(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    settings.AGENT_MAX_RUN_BODY_BYTES = 1000
     assert create_run(api).status_code == 201
 
 
 def test_oversized_body_on_other_post_routes_is_a_4xx(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 500
+    settings.AGENT_MAX_RUN_BODY_BYTES = 500  # the seed route creates a run: its bound
     big = json.dumps({"arguments": {"expression": "1+" * 400 + "1"}})
     response = api.post("/api/v1/tools/calculator/invoke", data=big, content_type="application/json")
     assert 400 <= response.status_code < 500

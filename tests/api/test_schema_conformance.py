@@ -45,6 +45,7 @@ FUZZ_SETTINGS = {
     # `input` a string only: whether an image's bytes are what its media_type says, or where its URL's host resolves
     # (no lookups here), is beyond a schema (tests/api/test_image_input.py covers the parts).
     "AGENT_MAX_IMAGES": 0,
+    "AGENT_MAX_DOCUMENTS": 0,  # and whether a document's bytes are a PDF, or where its URL leads (test_documents.py)
 }
 # A state conflict, not a bad request: the same Idempotency-Key sent earlier in the run with another body.
 RUN_CREATE_POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]

@@ -56,6 +56,7 @@ def test_a_number_for_input_names_the_type(api):
 
 def test_without_images_input_is_a_string_only(api, settings):
     settings.AGENT_MAX_IMAGES = 0
+    settings.AGENT_MAX_DOCUMENTS = 0  # nor documents (docs/documents.md): no list form at all
     message = _field_error(_post_json(api, RUNS, {"input": [{"type": "text", "text": "hi"}]}), "input")
     assert message == "Expected a string, got a list."
     assert _field_error(_post_json(api, RUNS, {"input": 5}), "input") == "Expected a string, got a number."

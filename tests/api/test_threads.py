@@ -53,7 +53,8 @@ def test_create_list_detail_and_shape(api):
     assert set(listed) == {"count", "next", "previous", "results"}
     assert listed["count"] == 1 and listed["results"][0]["run_count"] == 1
     detail = api.get(f"{THREADS}/{thread['id']}").json()
-    assert set(detail) == THREAD_KEYS | {"runs"}
+    assert set(detail) == THREAD_KEYS | {"summary", "summary_runs", "runs"}
+    assert (detail["summary"], detail["summary_runs"]) == ("", 0)  # history "summarize" condenses a long thread
     assert [set(r) for r in detail["runs"]] == [THREAD_RUN_KEYS]
     assert detail["runs"][0]["output"] == "85"
 

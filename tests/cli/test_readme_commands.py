@@ -248,13 +248,15 @@ def test_every_agent_a_page_uses_is_one_make_run_creates():
 
     from agents.models import Agent
 
-    used = set()
+    used, made = set(), set()
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         used |= set(re.findall(r"--agent +([a-z][\w-]*)", text)) | set(re.findall(r'"agent": *"([a-z][\w-]*)"', text))
+        made |= set(re.findall(r"^api agents -d '\{\"name\": *\"([a-z][\w-]*)\"", text, re.MULTILINE))  # its own
     call_command("ensure_admin", stdout=io.StringIO())  # make setup's last step
     assert "support" in used, "the README's tour uses the demo agent"
-    assert used <= set(Agent.objects.values_list("name", flat=True)), used
+    assert "calc" in made, "docs/agents.md makes the agent its tour uses"
+    assert used - made <= set(Agent.objects.values_list("name", flat=True)), used - made
 
 
 def celery_calls(lines: list[str]) -> list[tuple[str, str]]:

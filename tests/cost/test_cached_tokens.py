@@ -85,4 +85,6 @@ def test_an_anthropic_stream_stopped_early_counts_its_cache_reads_from_message_s
     sdks.add("POST", ANTHROPIC_PATH, handler=slow)
     with pytest.raises(CallStopped) as stopped:
         call("anthropic", streamed=True, interrupted=lambda: True)
-    assert stopped.value.usage == Usage(prompt_tokens=2006, completion_tokens=1, cached_tokens=1920, cache_write_tokens=80)
+    assert stopped.value.usage == Usage(
+        prompt_tokens=2006, completion_tokens=1, cached_tokens=1920, cache_write_tokens=80
+    )

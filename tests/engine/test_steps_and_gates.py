@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.engine import ApprovalStep, ErrorStep, ModelReply, ModelStep, StepKind, ToolCall, ToolStep, advance, decide
+from agents.engine import (
+    ApprovalStep,
+    ErrorStep,
+    ModelReply,
+    ModelStep,
+    StepKind,
+    SummaryStep,
+    ToolCall,
+    ToolStep,
+    advance,
+    decide,
+)
 from agents.engine.context import RunContext
 from agents.engine.gates import (
     MODEL_GATES,
@@ -23,12 +34,14 @@ from agents.engine.types import Finish, StopReason, Usage
 from agents.providers.fake import ScriptedModel, calls, text
 from tests.engine.conftest import echo_tool, new_state, toolset
 
-RECORDS: dict[str, Any] = {"model": ModelStep, "tool": ToolStep, "approval": ApprovalStep, "error": ErrorStep}
+RECORDS: dict[str, Any] = {
+    "model": ModelStep, "tool": ToolStep, "approval": ApprovalStep, "error": ErrorStep, "summary": SummaryStep,
+}  # fmt: skip
 ENVELOPE = ("index", "kind", "latency_ms")
 
 
 def test_the_step_kinds_are_the_stored_kind_strings():
-    assert [k.value for k in StepKind] == ["model", "tool", "approval", "error"]
+    assert [k.value for k in StepKind] == ["model", "tool", "approval", "error", "summary"]
     assert {kind: RECORDS[kind].kind for kind in RECORDS} == {k.value: k for k in StepKind}
 
 
@@ -54,6 +67,8 @@ def test_every_record_round_trips_through_its_data():
         ApprovalStep("c1", "echo", {"a": 1}, {"a": 2}, True, "ann", None),
         ErrorStep("why", guardrail="g", stage="output"),
         ErrorStep("fix it", output=True),
+        SummaryStep("they asked twice", 3, 2, True, {"prompt_tokens": 5}, model="p/m", cost_nanos=4),
+        SummaryStep(None, 1, 1, usage={}, error="the call failed"),
     ]
     for record in records:
         assert type(record).from_data(record.to_data()) == record

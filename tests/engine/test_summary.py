@@ -87,19 +87,23 @@ def test_a_summary_is_one_call_recorded_as_a_summary_step_its_tokens_the_runs_an
     assert (request.tools, request.max_output_tokens, request.timeout_s) == ([], s.SUMMARY_MAX_TOKENS, 1_000.0)
     assert request.messages == s.request_messages(job())
     assert after.history == [{"summary": "They asked for 12*7.", "runs": 2}, *KEPT]
-    assert events == after.steps == [
-        {
-            "index": 0,
-            "kind": StepKind.SUMMARY,
-            "latency_ms": 0,
-            "summary": "They asked for 12*7.",
-            "runs": 2,
-            "condensed": 2,
-            "extended": False,
-            "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49},
-            "cost_nanos": 7,
-        }
-    ]
+    assert (
+        events
+        == after.steps
+        == [
+            {
+                "index": 0,
+                "kind": StepKind.SUMMARY,
+                "latency_ms": 0,
+                "summary": "They asked for 12*7.",
+                "runs": 2,
+                "condensed": 2,
+                "extended": False,
+                "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49},
+                "cost_nanos": 7,
+            }
+        ]
+    )
     assert (after.prompt_tokens, after.completion_tokens, after.cost_nanos, after.turns) == (45, 10, 10, 0)
     assert before.history == KEPT and before.steps == []  # pure: the state given is unchanged
 
@@ -145,7 +149,7 @@ def test_no_call_past_the_deadline_at_the_token_limit_or_once_cancelled():
         (state(max_total_tokens=10, prompt_tokens=10), None),
         (state(deadline=math.inf), lambda: True),
     ):
-        after, events, text = s.summarize(given, model, lambda: 1_000.0, job("One.", 1))
+        after, events, text = s.summarize(given, model, lambda: 1_000.0, job("One.", 1), interrupt)
         assert (events, text, after.history) == ([], None, [{"summary": "One.", "runs": 1}, *KEPT])
     assert model.requests == []
     done = state()

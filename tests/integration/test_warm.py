@@ -95,3 +95,8 @@ def test_run_worker_warms_before_it_takes_work(monkeypatch):
     monkeypatch.setattr(ConcurrentWorker, "run", lambda self: calls.append("run"))
     call_command("run_worker", "--batch")
     assert calls == ["warm", "run"]
+
+
+def test_warm_up_off_builds_nothing():
+    _, after = warm_in_a_fresh_process(OPENAI_API_KEY="sk-test-only", AGENT_WARM_UP="0")
+    assert after == {"openai": False, "anthropic": False, "table": 0}

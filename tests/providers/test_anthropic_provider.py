@@ -66,7 +66,9 @@ def test_usage_adds_cache_tokens(anthropic_env):
     anthropic_env.add("POST", ANTHROPIC_PATH, json=llm.anthropic_text("ok", usage))
     # Prompt: input + cache writes + cache reads; the cache reads are also `cached_tokens` (priced lower), the cache
     # writes `cache_write_tokens` (priced higher).
-    assert AnthropicProvider().complete(llm.request()).usage == Usage(1110, 7, cached_tokens=1000, cache_write_tokens=100)
+    assert AnthropicProvider().complete(llm.request()).usage == Usage(
+        1110, 7, cached_tokens=1000, cache_write_tokens=100
+    )
 
 
 def test_usage_absent_is_zero(anthropic_env):

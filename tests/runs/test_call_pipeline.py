@@ -416,7 +416,7 @@ def test_a_held_runs_call_goes_through_every_stage_in_order(monkeypatch, bell, a
     log: list = []
     monkeypatch.setattr(leases, "stopping", lambda: log.append("stopping?") or False)
     _noting_the_connection(monkeypatch, log)
-    run = SimpleNamespace(pk=uuid.uuid4(), provider="openai", model="gpt-4o-mini")
+    run = SimpleNamespace(pk=uuid.uuid4(), owner_id=1, provider="openai", model="gpt-4o-mini")
     held = SimpleNamespace(run=run, admission=Admission(log), live=Sink(log=log))
     model = Answering(log=log)
 
@@ -432,7 +432,7 @@ def test_a_held_runs_call_goes_through_every_stage_in_order(monkeypatch, bell, a
 
 def test_a_quiet_run_calls_its_model_plainly(monkeypatch, bell):
     monkeypatch.setattr(leases, "stopping", lambda: False)
-    run = SimpleNamespace(pk=uuid.uuid4(), provider="fake", model="fake-1")
+    run = SimpleNamespace(pk=uuid.uuid4(), owner_id=1, provider="fake", model="fake-1")
     held = SimpleNamespace(run=run, admission=None, live=Sink(streams=True))
     model = Answering()
 
@@ -442,12 +442,13 @@ def test_a_quiet_run_calls_its_model_plainly(monkeypatch, bell):
 
 
 def test_the_stages_of_a_held_run_are_named_in_order():
-    run = SimpleNamespace(pk=uuid.uuid4(), provider="fake", model="fake-1")
+    run = SimpleNamespace(pk=uuid.uuid4(), owner_id=1, provider="fake", model="fake-1")
     held = SimpleNamespace(run=run, admission=Admission([]), live=Sink())
     names = [stage.__qualname__.split(".")[0] for stage in calls.for_run(held, Answering()).stages]
     assert names == [
         "stop_if_leaving",
         "admit_quota",
+        "load_documents",
         "release_connection",
         "flush_live",
         "stream_only_if_followed",

@@ -137,8 +137,8 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Dest
         return Response(AgentVersionSerializer(catalog.versions(name), many=True).data)
 
     @extend_schema(request=None, responses={201: AgentVersionSerializer})
-    @action(detail=True, methods=["post"], url_path=r"versions/(?P<number>[0-9]{1,9})/restore", url_name="restore")
-    def restore(self, request, name: str, number: str):
-        """A new version equal to version `number`."""
-        version = catalog.restore(name, int(number), request.user)
+    @action(detail=True, methods=["post"], url_path=r"versions/(?P<n>[0-9]{1,9})/restore", url_name="restore")
+    def restore(self, request, name: str, n: str):
+        """A new version equal to version `n`."""
+        version = catalog.restore(name, int(n), request.user)
         return Response(AgentVersionSerializer(version).data, status=status.HTTP_201_CREATED)

@@ -93,7 +93,8 @@ class ApiKeyCreateSerializer(BodySerializer):
         child=StrictChoiceField(choices=ApiKeyScope.choices),
         min_length=1,
         max_length=len(keys.SCOPES),
-        help_text="What the key may do: one or more of runs:read, runs:write, approvals, memory, agents (docs/api-keys.md).",
+        help_text="What the key may do: one or more of runs:read, runs:write, approvals, memory, agents "
+        "(docs/api-keys.md).",
         error_messages={"min_length": "Give at least one scope.", "empty": "Give at least one scope."},
     )
     expires_at = FutureDateTimeField(

@@ -221,6 +221,11 @@ def format_step(step: Step) -> str:
     elif step.kind == "approval":
         verdict = "approved" if data.get("approved") else "denied"
         lines.append(f"Approval: {data.get('name')} {verdict} by {data.get('reviewer')}")
+    elif step.kind == "summary":  # history "summarize": the thread's earlier turns condensed
+        if data.get("summary") is None:
+            lines.append(f"Summary of earlier turns failed ({data.get('error')}): they are left out")
+        else:
+            lines.append(f"Summary of the thread's first {data.get('runs')} runs: {data['summary']}")
     else:
         lines.append(f"Error: {data.get('message')}")
     return "\n".join(lines)

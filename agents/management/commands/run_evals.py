@@ -33,7 +33,11 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--agent", default=None, help="run every case from this agent's configuration: name, or name@n for its version n")
+        parser.add_argument(
+            "--agent",
+            default=None,
+            help="run every case from this agent's configuration: name, or name@n for its version n",
+        )
         parser.add_argument("--provider", default=None, help="default: the agent's, or AGENT_DEFAULT_PROVIDER")
         parser.add_argument("--model", default=None)
         parser.add_argument("--protocol", choices=["tools", "react"], default=None, help="default: each case's own")

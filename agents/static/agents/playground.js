@@ -132,6 +132,9 @@
     } else if (step.kind === "approval") {
       const verdict = step.approved ? "approved" : "denied";
       li.appendChild(line("Approval:", `${step.name} ${verdict} by ${step.reviewer}${step.reason ? " — " + step.reason : ""}`));
+    } else if (step.kind === "summary") { // history "summarize": the thread's earlier turns, condensed
+      if (step.summary === null) li.appendChild(line("Summary failed:", `${step.error} (the earlier turns are left out)`, "error"));
+      else li.appendChild(line(`Summary of the thread's first ${step.runs} runs:`, step.summary));
     } else {
       li.appendChild(line("Error:", step.message, "error"));
     }
