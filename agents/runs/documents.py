@@ -77,7 +77,7 @@ def images_referenced(owner_id: Any, turns: list[dict[str, Any]]) -> list[dict[s
     out = []
     for turn in turns:
         shown = turn.get("input_parts")
-        if any("data" in p for p in parts.images(shown)):
+        if shown and any("data" in p for p in parts.images(shown)):
             turn = {**turn, "input_parts": [_image_referenced(owner_id, p) for p in shown]}
         out.append(turn)
     return out
