@@ -351,7 +351,7 @@ def _routes():
                 methods = [m.upper() for m in actions]
             else:
                 methods = [m.upper() for m in ("get", "post", "patch", "put", "delete") if hasattr(view, m)]
-            params = {name: ("nope" if name == "name" else NO_ID) for name in entry.pattern.regex.groupindex}
+            params = {name: {"name": "nope", "n": "1"}.get(name, NO_ID) for name in entry.pattern.regex.groupindex}
             path = reverse(entry.name, kwargs=params)
             found.extend((entry.name, path, method) for method in methods)
 

@@ -15,11 +15,12 @@ from tests.api.conftest import RUNS, SCHEMA, create_run, run_url
 
 pytestmark = pytest.mark.django_db
 
-STEP_COMPONENTS = {"model": "ModelStep", "tool": "ToolStep", "approval": "ApprovalStep", "error": "ErrorStep"}
+STEP_COMPONENTS = {"model": "ModelStep", "tool": "ToolStep", "approval": "ApprovalStep", "error": "ErrorStep",
+                   "summary": "SummaryStep"}  # fmt: skip
 # Present when used: a critique, an unusual ending, the fallback model that answered (model steps); the limit or
 # guardrail that answered a call or stopped the run (tool and error steps).
 OPTIONAL_STEP_FIELDS = {"model": {"reflection", "finish", "model"}, "tool": {"limit", "guardrail"},
-                        "error": {"limit", "guardrail"}}  # fmt: skip
+                        "error": {"limit", "guardrail"}, "summary": {"model", "error"}}  # fmt: skip
 
 
 @pytest.fixture
@@ -87,7 +88,7 @@ def test_every_step_the_api_writes_fits_its_kinds_declaration(schemas, api, revi
     reviewer_api.post(run_url(paused["id"], "advance"), {"approval": True, "reason": "ok"}, format="json")
     failed = create_run(api, output_schema={"type": "integer", "maximum": 10}, max_turns=3, max_reflections=1)
     steps = [s for run in (paused, failed.json()) for s in api.get(run_url(run["id"])).json()["steps"]]
-    assert {s["kind"] for s in steps} == set(STEP_COMPONENTS)
+    assert {s["kind"] for s in steps} == set(STEP_COMPONENTS) - {"summary"}  # tests/runs/test_thread_summary.py
     assert any(s.get("reflection") for s in steps)  # an optional field, declared too
     for step in steps:
         component = schemas[STEP_COMPONENTS[step["kind"]]]
