@@ -16,14 +16,19 @@ _TEST_DB_LOCK: list = []  # the open lock file, held for the whole session
 def pytest_configure(config):
     """Under pytest-xdist each worker has its own Redis database (gw0: 1, gw1: 2, …; a plain run keeps the URL's):
     a test's `cache.clear()` empties only its own worker's cache. Before collection, so modules that read REDIS_URL
-    see it, and the processes a test starts (`app_env`) share their worker's database."""
+    see it, and the processes a test starts (`app_env`) share their worker's database.
+
+    A test's users get a fast password hash (MD5: microseconds, where the production hasher takes 0.8 s a user, and
+    the suite makes a few thousand users); the processes a test starts keep the production hasher."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     url = os.environ.get("REDIS_URL", "")
     if not (worker.startswith("gw") and url):
         return
     from urllib.parse import urlsplit, urlunsplit
 
-    from django.conf import settings
     from django.test.signals import clear_cache_handlers
 
     parts = urlsplit(url)
@@ -39,12 +44,13 @@ def pytest_configure(config):
 # start at once and the short files fill in around them; one of them started last would keep one core busy alone
 # at the end of the run. A file not named here keeps its place after them.
 SLOWEST_FIRST = (
+    "tests/integration/test_celery.py",  # PostgreSQL only
+    "tests/integration/test_keyed_deploys.py",
     "tests/integration/test_kill9.py",
     "tests/memory/test_pgvector.py",
     "tests/integration/test_worker.py",
     "tests/observability/test_metrics.py",
     "tests/evals/test_bench_command.py",
-    "tests/integration/test_keyed_deploys.py",
     "tests/tools/test_mcp_green.py",
     "tests/cli/test_agent_command.py",
     "tests/cli/test_agent_stream.py",
