@@ -93,7 +93,10 @@ clients: $(TS_CLIENT)/node_modules/.installed
 # REDIS_URL, its own Redis database: tests/conftest.py); a file's tests stay together in one process, so the servers
 # a module starts once serve all its tests. TEST_WORKERS=0 runs it in this one process. The schema fuzz is spread
 # test by test instead: its operations share one node id, which xdist's by-file scheduling would run only once.
-TEST_WORKERS ?= auto
+# On PostgreSQL three processes on two cores: its suite waits more than it computes (servers starting, leases
+# running out, a broker redelivering), and a third process fills those waits; the processes the tests start keep
+# small pools so that all of them fit in the server's 100 connections (tests/integration/_support.py `app_env`).
+TEST_WORKERS ?= $(if $(findstring postgres,$(DATABASE_URL)),3,auto)
 SCHEMA_FUZZ := tests/api/test_schema_conformance.py
 
 test: install-dev lint clients

@@ -43,5 +43,7 @@ SPECTACULAR_SETTINGS = {
         "InputTextPartTypeEnum": ["text"],
         "InputImagePartTypeEnum": ["image"],
         "ImageMediaTypeEnum": ["image/png", "image/jpeg", "image/gif", "image/webp"],
+        "InputFilePartTypeEnum": ["file"],  # documents (agents/api/inputs.py DOCUMENT_TYPES)
+        "DocumentMediaTypeEnum": ["application/pdf", "text/plain", "text/markdown", "text/csv"],
     },
 }

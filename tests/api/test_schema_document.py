@@ -125,3 +125,15 @@ def test_the_whitespace_class_is_exactly_what_str_strip_removes():
 @pytest.mark.parametrize(("text", "ok"), [("a", True), (" a\n", True), (" \t\u3000", False), ("a\x00", False)])
 def test_the_non_blank_pattern_matches_what_strict_fields_accept(text, ok):
     assert bool(re.search(NON_BLANK, text)) is ok
+
+
+def test_the_enum_names_of_the_input_parts_follow_the_code():
+    """The schema's enum components for parts are named in settings (SPECTACULAR_SETTINGS): they must list what the
+    code takes, or a client generated from the schema refuses a type the server accepts."""
+    from django.conf import settings
+
+    from agents.api import inputs
+
+    overrides = settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]
+    assert tuple(overrides["DocumentMediaTypeEnum"]) == inputs.DOCUMENT_TYPES
+    assert tuple(overrides["ImageMediaTypeEnum"]) == inputs.MEDIA_TYPES

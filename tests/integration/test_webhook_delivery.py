@@ -39,6 +39,7 @@ RUN_KEYS = {
     "protocol", "provider", "model", "max_turns", "timeout_s", "tools", "sensitive_tools", "pending_action",
     "pending_actions", "error", "usage", "cost", "max_total_tokens", "max_tool_calls", "tool_limits",
     "guardrails", "fallback_models", "metadata", "parent", "forked_from", "created_at", "updated_at",
+    "agent_version", "prompt_cache", "history",
 }  # fmt: skip
 DELIVER = "agents.tasks.deliver_webhook"
 EMAIL = "agents.tasks.email_reviewers"

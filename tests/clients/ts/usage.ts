@@ -56,6 +56,8 @@ export function describe(step: Step): string {
     }
     case "error":
       return `error: ${step.message}`;
+    case "summary":
+      return `summary of ${step.runs} earlier run(s): ${step.summary ?? step.error ?? ""}`;
     default: {
       const never: never = step; // every kind is handled
       return never;
