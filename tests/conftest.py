@@ -70,6 +70,25 @@ SLOWEST_FIRST = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _one_connection_heavy_test_at_a_time(request):
+    """On PostgreSQL, a test marked `connection_heavy` (twenty processes killed and restarted, every connection
+    terminated, Celery workers and beats) waits for any other such test in the run's other processes to end: two of
+    them at once, beside the rest of the suite, would pass the server's 100 connections."""
+    if request.node.get_closest_marker("connection_heavy") is None or "postgres" not in os.environ.get(
+        "DATABASE_URL", ""
+    ):
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), f"reactsite-tests-heavy-{os.getuid()}.lock")
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """The slowest files first (SLOWEST_FIRST), each file's tests still together and in their order."""

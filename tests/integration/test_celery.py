@@ -40,6 +40,7 @@ CELERY = str(Path(PYTHON).parent / "celery")
 LEASE_S = "2"
 
 pytestmark = [
+    pytest.mark.connection_heavy,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql",

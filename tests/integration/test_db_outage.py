@@ -45,7 +45,7 @@ from tests.integration._tcp_proxy import TcpProxy
 from tests.integration.conftest import free_port
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.connection_heavy]
 postgres_only = pytest.mark.skipif(
     settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql",
     reason="PostgreSQL's connections and pool (SQLite has no server to lose)",

@@ -21,7 +21,7 @@ from agents.models import Run
 from tests.integration._support import MANAGE, PYTHON, ROOT, app_env, quick_user
 from tests.providers.stub_llm import OPENAI_PATH, fake_key, openai_text, openai_tool_calls
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.connection_heavy]
 LEASE_S = "1"  # the drivers' AGENT_LEASE_S: a killed driver's run is taken over within a few seconds
 # The workers that take over hold their leases longer. On a loaded 2-core CI machine a 1 s lease lapsed under a live
 # worker (between its claim of a run's task and its first renewal, two seconds passed), the other worker's sweep
