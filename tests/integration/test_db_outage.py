@@ -253,7 +253,8 @@ def test_terminating_every_connection_costs_only_the_requests_in_flight_and_no_b
     token = token_key(quick_user("olga"))
     ids = queue_runs(6)
     barrier = Barrier(stub, wanted=6, wait_s=30)
-    worker_env = {"AGENT_LEASE_S": "2", "AGENT_RELEASE_DB_DURING_MODEL_CALLS": "0"}
+    # each of the 6 runs holds a connection through its model call: a pool with room for them, the claims and leases
+    worker_env = {"AGENT_LEASE_S": "2", "AGENT_RELEASE_DB_DURING_MODEL_CALLS": "0", "DB_POOL_MAX_SIZE": "12"}
     with gunicorn(tmp_path) as (url, web), run_worker(tmp_path, stub, "--concurrency", "10", **worker_env) as worker:
         assert barrier.everyone.wait(30), f"only {barrier.arrived} runs reached the model\n{worker.log()[-3000:]}"
         with Clients(url, token) as clients:
