@@ -236,18 +236,23 @@ def _file_data_problem(part: dict[str, Any]) -> str | None:
             return f"data needs a media_type: one of {', '.join(DOCUMENT_TYPES)}."
         shown = repr(media_type) if isinstance(media_type, str) else json_type(media_type)
         return f"media_type {shown} is not supported for a document: it must be one of {', '.join(DOCUMENT_TYPES)}."
+    raw, problem = _decoded(data, settings.AGENT_MAX_DOCUMENT_BYTES, "document")
+    return problem if raw is None else _document_bytes_problem(raw, media_type)
+
+
+def _decoded(data: Any, limit: int, what: str) -> tuple[bytes, None] | tuple[None, str]:
+    """A part's base64 `data` decoded, at most `limit` bytes (the `what` it holds: an image, a document), or why not."""
     if not isinstance(data, str) or not data:
-        return f"data must be a base64 string, got {json_type(data) if data != '' else 'an empty string'}."
-    limit = settings.AGENT_MAX_DOCUMENT_BYTES
+        return None, f"data must be a base64 string, got {json_type(data) if data != '' else 'an empty string'}."
     if len(data) > -(-limit // 3) * 4:  # longer than `limit` bytes in base64: too large, before decoding it
-        return f"the document is {_size(parts.decoded_size(data))} once decoded; at most {_size(limit)}."
+        return None, f"the {what} is {_size(parts.decoded_size(data))} once decoded; at most {_size(limit)}."
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        return f"data is not valid base64{_base64_hint(data)}."
+        return None, f"data is not valid base64{_base64_hint(data)}."
     if len(raw) > limit:
-        return f"the document is {_size(len(raw))} once decoded; at most {_size(limit)}."
-    return _document_bytes_problem(raw, media_type)
+        return None, f"the {what} is {_size(len(raw))} once decoded; at most {_size(limit)}."
+    return raw, None
 
 
 def _document_bytes_problem(raw: bytes, media_type: str) -> str | None:
@@ -295,17 +300,9 @@ def _data_problem(part: dict[str, Any]) -> str | None:
         return "an image needs a url, or data with media_type."
     if media_type not in MEDIA_TYPES:
         return _unsupported(media_type)
-    if not isinstance(data, str) or not data:
-        return f"data must be a base64 string, got {json_type(data) if data != '' else 'an empty string'}."
-    limit = settings.AGENT_MAX_IMAGE_BYTES
-    if len(data) > -(-limit // 3) * 4:  # longer than `limit` bytes in base64: too large, before decoding it
-        return f"the image is {_size(parts.decoded_size(data))} once decoded; at most {_size(limit)}."
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return f"data is not valid base64{_base64_hint(data)}."
-    if len(raw) > limit:
-        return f"the image is {_size(len(raw))} once decoded; at most {_size(limit)}."
+    raw, problem = _decoded(data, settings.AGENT_MAX_IMAGE_BYTES, "image")
+    if raw is None:
+        return problem
     actual = sniffed(raw)
     if actual != media_type:
         seen = f"they are {actual}" if actual else "they are not a PNG, JPEG, GIF or WebP image"

@@ -11,7 +11,7 @@ service reads the runs; this module bounds and renders them (pure functions).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from agents.engine import parts, wrapping
@@ -151,18 +151,7 @@ IMAGE_LEFT_OUT = "(An image was here; it is not shown again.)"
 def images_bounded(turns: Sequence[dict[str, Any]], max_images: int) -> list[dict[str, Any]]:
     """The turns with at most `max_images` images in all, the newest kept: an older image becomes a note (its turn's
     text stays). Turns without images are returned as they are."""
-    kept: list[dict[str, Any]] = []
-    left = max(max_images, 0)
-    for turn in reversed(turns):
-        shown = turn.get("input_parts")
-        count = len(parts.images(shown))
-        if count and count > left:
-            shown = _keep_last_images(shown, left)
-            turn = {**turn, "input_parts": shown}
-        left -= len(parts.images(shown))
-        kept.append(turn)
-    kept.reverse()
-    return kept
+    return _bounded(turns, max_images, "image", lambda part: IMAGE_LEFT_OUT)
 
 
 DOCUMENT_LEFT_OUT = "(A document was here: {name}; it is not shown again.)"
@@ -171,36 +160,31 @@ DOCUMENT_LEFT_OUT = "(A document was here: {name}; it is not shown again.)"
 def documents_bounded(turns: Sequence[dict[str, Any]], max_documents: int) -> list[dict[str, Any]]:
     """The turns with at most `max_documents` documents in all, the newest kept: an older one becomes a note naming
     it (its turn's text stays). Turns without documents are returned as they are."""
+    return _bounded(
+        turns, max_documents, "file", lambda part: DOCUMENT_LEFT_OUT.format(name=part.get("name") or "unnamed")
+    )
+
+
+def _bounded(
+    turns: Sequence[dict[str, Any]], most: int, kind: str, note: Callable[[dict[str, Any]], str]
+) -> list[dict[str, Any]]:
+    """The turns with at most `most` input parts of type `kind` in all, the newest kept; each older one becomes the
+    text part `note(part)`."""
     kept: list[dict[str, Any]] = []
-    left = max(max_documents, 0)
+    left = max(most, 0)
     for turn in reversed(turns):
         shown = turn.get("input_parts")
-        count = len(parts.files(shown))
-        if count and count > left:
-            drop = count - left
+        count = len(parts.of_type(shown, kind))
+        if count > left:
+            drop = count - left  # the turn's first ones: the newest stay
             out = []
             for part in shown:
-                if part.get("type") == "file" and drop > 0:
+                if isinstance(part, dict) and part.get("type") == kind and drop > 0:
                     drop -= 1
-                    part = {"type": "text", "text": DOCUMENT_LEFT_OUT.format(name=part.get("name") or "unnamed")}
+                    part = {"type": "text", "text": note(part)}
                 out.append(part)
-            shown = out
-            turn = {**turn, "input_parts": shown}
-        left -= len(parts.files(shown))
+            turn, count = {**turn, "input_parts": out}, left
+        left -= count
         kept.append(turn)
     kept.reverse()
     return kept
-
-
-def _keep_last_images(content: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
-    """The parts with only their last `keep` images; the others are notes."""
-    total = len(parts.images(content))
-    seen = 0
-    out = []
-    for part in content:
-        if part.get("type") == "image":
-            seen += 1
-            if seen <= total - keep:
-                part = {"type": "text", "text": IMAGE_LEFT_OUT}
-        out.append(part)
-    return out

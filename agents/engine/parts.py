@@ -29,18 +29,21 @@ def text_of(content: Any) -> str:
     return str(content or "")
 
 
-def images(content: Any) -> list[dict[str, Any]]:
-    """The image parts of a content, in order (none for a string)."""
+def of_type(content: Any, kind: str) -> list[dict[str, Any]]:
+    """The parts of a content whose type is `kind`, in order (none for a string)."""
     if not isinstance(content, list):
         return []
-    return [p for p in content if isinstance(p, dict) and p.get("type") == "image"]
+    return [p for p in content if isinstance(p, dict) and p.get("type") == kind]
+
+
+def images(content: Any) -> list[dict[str, Any]]:
+    """The image parts of a content, in order (none for a string)."""
+    return of_type(content, "image")
 
 
 def files(content: Any) -> list[dict[str, Any]]:
     """The document parts of a content, in order (none for a string)."""
-    if not isinstance(content, list):
-        return []
-    return [p for p in content if isinstance(p, dict) and p.get("type") == "file"]
+    return of_type(content, "file")
 
 
 def references(content: Any) -> list[dict[str, Any]]:

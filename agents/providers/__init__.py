@@ -76,19 +76,22 @@ def validate_choice(name: str, model: str | None) -> str:
 def accepts_images(name: str, model: str) -> bool:
     """Whether `model` of provider `name` takes images: the models AGENT_VISION_MODELS_<NAME> lists when it lists
     any, else the provider's own rule (`Provider.vision`)."""
-    listed = settings.AGENT_VISION_MODELS.get(name) or []
-    if listed:
-        return model in listed
-    return provider_class(name).vision
+    return _takes(settings.AGENT_VISION_MODELS, "vision", name, model)
 
 
 def accepts_documents(name: str, model: str) -> bool:
     """Whether `model` of provider `name` takes documents: the models AGENT_DOCUMENT_MODELS_<NAME> lists when it
     lists any, else the provider's own rule (`Provider.documents`)."""
-    listed = settings.AGENT_DOCUMENT_MODELS.get(name) or []
+    return _takes(settings.AGENT_DOCUMENT_MODELS, "documents", name, model)
+
+
+def _takes(models: dict[str, list[str]], rule: str, name: str, model: str) -> bool:
+    """Whether `model` of provider `name` takes a kind of input: the models `models` lists for the provider when it
+    lists any, else the provider's own rule (its class attribute `rule`)."""
+    listed = models.get(name) or []
     if listed:
         return model in listed
-    return provider_class(name).documents
+    return bool(getattr(provider_class(name), rule))
 
 
 def get_provider(name: str, model: str | None = None) -> Provider:

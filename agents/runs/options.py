@@ -112,28 +112,16 @@ def checked_safety(options: RunOptions) -> RunOptions:
     return replace(options, **resolve.limit_defaults(values))
 
 
-def check_images(options: RunOptions, provider: str, model: str) -> None:
-    """An input with images needs a model that takes them (agents.providers.accepts_images): else 400, before
-    anything is stored."""
-    if not parts.images(options.input_parts) or accepts_images(provider, model):
-        return
-    message = (
-        f"Model '{model}' of provider '{provider}' does not take images; choose a model that does, or send the "
-        "input as text."
-    )
-    raise InvalidRequest({"input": [message]})
-
-
-def check_documents(options: RunOptions, provider: str, model: str) -> None:
-    """An input with documents needs a model that takes them (agents.providers.accepts_documents): else 400, before
-    anything is stored."""
-    if not parts.files(options.input_parts) or accepts_documents(provider, model):
-        return
-    message = (
-        f"Model '{model}' of provider '{provider}' does not take documents; choose a model that does, or send the "
-        "input as text."
-    )
-    raise InvalidRequest({"input": [message]})
+def check_media(options: RunOptions, provider: str, model: str) -> None:
+    """An input with images or documents needs a model that takes them (agents.providers.accepts_images,
+    accepts_documents): else 400, before anything is stored."""
+    for what, found, takes in (("images", parts.images, accepts_images), ("documents", parts.files, accepts_documents)):
+        if found(options.input_parts) and not takes(provider, model):
+            message = (
+                f"Model '{model}' of provider '{provider}' does not take {what}; choose a model that does, or send "
+                "the input as text."
+            )
+            raise InvalidRequest({"input": [message]})
 
 
 def document_budget(options: RunOptions, provider: str, model: str) -> int:
@@ -155,8 +143,7 @@ def checked_config(options: RunOptions) -> RunConfig:
     against the model, its tools, and its safety settings; what it left out is the server's default. The agent's
     configuration is under it already (`agent_config.with_agent`)."""
     provider, model = validate.checked_model(options.provider, options.model)
-    check_images(options, provider, model)
-    check_documents(options, provider, model)
+    check_media(options, provider, model)
     names = tool_names(options.tools, "tools")
     sensitive = runtime.sensitive_names(names, also=tool_names(list(options.sensitive_tools), "sensitive_tools"))
     checked = checked_safety(options).values()

@@ -6,51 +6,22 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 
 import pytest
 
 from tests.cli.test_readme_commands import shell_lines
 from tests.conftest import client_for, make_user
 from tests.integration._support import ROOT
+from tests.support.doc_tours import send, tour
 
 PAGE = ROOT / "docs" / "agents.md"
 NAMED = re.compile(r'"(\w+)": (\d+|"[^"]*")')
 
 
-def tour() -> list[tuple[str, str]]:
-    """(the `api …` command, what its comment says it answers), from the page's first shell block."""
-    text = PAGE.read_text(encoding="utf-8")
-    block = text[text.index("```bash") :].split("```")[1]
-    found: list[tuple[str, str]] = []
-    for line in block.splitlines():
-        if line.startswith("api "):
-            command, _, said = line.partition("  #")
-            found.append((command.strip(), said.strip()))
-        elif line.strip().startswith("#") and found:  # a comment continued on the next line
-            found[-1] = (found[-1][0], (found[-1][1] + " " + line.strip().lstrip("#").strip()).strip())
-    return found
-
-
-def send(client, command: str):
-    words = shlex.split(command)[1:]
-    path, method, body = words[0], "GET", None
-    rest = iter(words[1:])
-    for word in rest:
-        if word == "-X":
-            method = next(rest)
-        elif word == "-d":
-            body, method = json.loads(next(rest)), ("POST" if method == "GET" else method)
-        elif word == "-w":
-            next(rest)
-    call = getattr(client, method.lower())
-    return call(f"/api/v1/{path}", body, format="json") if body is not None else call(f"/api/v1/{path}")
-
-
 @pytest.mark.django_db
 def test_the_pages_tour_answers_what_it_says(settings):
     settings.AGENT_RATE_LIMIT = "100000/m"
-    steps = tour()
+    steps = tour(PAGE)
     assert len(steps) >= 7 and all(command.startswith("api ") for command, _ in steps)
     assert any(line.startswith("api()") for line in shell_lines(PAGE.read_text(encoding="utf-8")))
     client = client_for(make_user("admin", staff=True, superuser=True))

@@ -9,7 +9,6 @@ import base64
 import hashlib
 import json
 import re
-import shlex
 
 import jsonschema
 import pytest
@@ -19,6 +18,7 @@ from agents.runs import documents
 from tests.api.conftest import ARITHMETIC, RUNS, SEED, run_url
 from tests.conftest import client_for, make_user
 from tests.integration._support import ROOT
+from tests.support.doc_tours import send, tour
 
 pytestmark = pytest.mark.django_db
 
@@ -482,28 +482,15 @@ def test_the_schema_describes_the_document_parts_a_run_takes_and_shows(api):
 # --- docs/documents.md's tour works as written ------------------------------------------------------------------
 
 
-def tour() -> list[tuple[dict, str]]:
-    """(the body of each `api runs -d '…'` line of the page's first shell block, what its comments say)."""
-    text = PAGE.read_text(encoding="utf-8")
-    block = text[text.index("```bash") :].split("```")[1]
-    found: list[tuple[dict, str]] = []
-    for line in block.splitlines():
-        if line.startswith("api runs -d "):
-            found.append((json.loads(shlex.split(line)[3]), ""))
-        elif line.strip().startswith("#") and found:
-            found[-1] = (found[-1][0], (found[-1][1] + "\n" + line.strip().lstrip("#").strip()).strip())
-    return found
-
-
 def test_the_pages_tour_answers_what_it_says(settings):
     settings.AGENT_RATE_LIMIT = "100000/m"
-    steps = tour()
-    assert len(steps) == 4
+    steps = tour(PAGE)
+    assert len(steps) == 4 and all(command.startswith("api runs -d ") for command, _ in steps)
     client = client_for(make_user("admin", staff=True, superuser=True))
     answers = []
-    for body, said in steps:
-        response = client.post(RUNS, body, format="json")
-        assert response.status_code == int(said[:3]), (body, response.content[:400])
+    for command, said in steps:
+        response = send(client, command)
+        assert response.status_code == int(said[:3]), (command, response.content[:400])
         answers.append(response.json())
         if response.status_code == 400:
             assert response.json() == json.loads(said[4:]), said
