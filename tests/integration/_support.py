@@ -87,7 +87,7 @@ def app_env(**extra: str) -> dict[str, str]:
     # AGENT_WARM_UP off: each server or worker process a test starts is a second of CPU faster to start (warming is
     # tested on its own: tests/integration/test_warm.py); a test that needs it warm passes AGENT_WARM_UP="1".
     # On PostgreSQL, small pools (1 to 5 connections a process): the suite's processes share the server's 100 with
-    # three test processes, and a run hands its connection back during each model call anyway; a test that needs more
+    # the test processes, and a run hands its connection back during each model call anyway; a test that needs more
     # passes its own DB_POOL_MIN_SIZE / DB_POOL_MAX_SIZE.
     env = {
         "DEBUG": "1",
