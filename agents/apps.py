@@ -7,12 +7,13 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
-        from django.db.models.signals import post_delete, post_migrate, post_save
+        from django.db.backends.signals import connection_created
+        from django.db.models.signals import post_delete, post_migrate, post_save, pre_migrate
 
         from agents import checks, periodic  # noqa: F401  (checks: registers the system checks)
         from agents.models import ModelPrice
         from agents.notifications import notify
-        from agents.runs import children, signals, telemetry
+        from agents.runs import children, persist, signals, telemetry
         from agents.usage import dbtriggers, prices
         from reactsite.serving import cache, green
 
@@ -30,6 +31,10 @@ class AgentsConfig(AppConfig):
         signals.run_awaiting_approval.connect(notify.on_run_awaiting_approval, dispatch_uid="agents.notify.awaiting")
         # Runs get their sub-agents' tools; a parent let go waiting on a child acts on a child done meanwhile.
         children.install()
+        # SQLite: each connection's one-statement unit commit, off while migrations run (agents/runs/persist.py).
+        connection_created.connect(persist.install_sqlite_commit, dispatch_uid="agents.runs.persist.sqlite_commit")
+        pre_migrate.connect(persist.drop_sqlite_commit, dispatch_uid="agents.runs.persist.sqlite_commit_off")
+        post_migrate.connect(persist.install_sqlite_commit, dispatch_uid="agents.runs.persist.sqlite_commit_on")
         post_migrate.connect(dbtriggers.ensure, sender=self, dispatch_uid="agents.usage.dbtriggers")
         post_migrate.connect(cache.ensure_tables, sender=self, dispatch_uid="reactsite.serving.cache")  # no half set-up
         # A price saved in the console is used by this process's next call (the others read the rows within seconds).

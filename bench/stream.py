@@ -4,7 +4,9 @@ database; clients on 127.0.0.1 that follow each run's event stream and note when
 
 - latency: from the model's first chunk to the client's first delta (both clocks are this machine's);
 - fan-out: many streams open at once, each run writing words at a steady pace; every word counted, in order;
-  the CPU of the server processes per delta delivered; the W3 closed loop's runs/s beside it, against alone;
+  each word's latency, from the model writing its chunk to the client reading the `assistant.delta` that carries it,
+  and the words lost or delivered twice; the CPU of the server processes per delta delivered; the W3 closed loop's
+  runs/s beside it, against alone;
 - cost: the W3 closed loop (8 clients, three-turn runs, a streaming-capable model) with AGENT_LIVE on and off.
 """
 
@@ -23,6 +25,7 @@ import requests
 from bench.http import _completion
 
 WRITE = re.compile(r"#write (\d+)/(\d+) #(\w+)")  # in a run's input: write N words, one every M ms, tagged
+WORD = re.compile(r"w(\d{4}) ")
 
 
 def word(i: int) -> str:
@@ -72,21 +75,26 @@ class _Handler(BaseHTTPRequestHandler):
             return self._whole(reply)
         time.sleep(self.server.lead_s)  # the client's stream is open by now
         self.server.go.wait(120)  # a fan-out starts writing once every client follows its run
-        self._stream(_chunks_of(words, reply), tag, every_s)
+        self._stream(_chunks_of(words, reply), tag, every_s, len(words))
 
-    def _stream(self, chunks: list[bytes], tag: str | None, every_s: float) -> None:
+    def _stream(self, chunks: list[bytes], tag: str | None, every_s: float, words: int) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+        stamps: list[float] = []
+        if tag is not None:
+            self.server.chunk_times[tag] = stamps
         for index, chunk in enumerate(chunks):
             if index and every_s:
                 time.sleep(every_s)
             self.wfile.write(chunk)
             self.wfile.flush()
-            if tag is not None and index == 1:  # the first chunk with text (the first is the role)
-                self.server.first_chunk[tag] = time.time()
+            if tag is not None and 1 <= index <= words:  # a word's chunk (the first is the role)
+                stamps.append(time.time())
+                if index == 1:
+                    self.server.first_chunk[tag] = stamps[0]
 
 
 def _sse(data) -> bytes:
@@ -134,6 +142,7 @@ class StreamingModelServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lead_s = lead_s
         self.first_chunk: dict[str, float] = {}
+        self.chunk_times: dict[str, list[float]] = {}  # by tag: when each word's chunk went out (time.time())
         self.go = threading.Event()
         self.go.set()
         self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
@@ -155,6 +164,7 @@ class Followed:
     """What one client saw on a run's event stream."""
 
     first_delta: float | None = None  # time.time() of the first assistant.delta
+    arrivals: list[tuple[int, float]] = field(default_factory=list)  # (word, time.time() its delta was read)
     text: str = ""
     deltas: int = 0
     done: bool = False
@@ -174,9 +184,12 @@ def follow(url: str, token: str, run_id: str, seen: Followed, opened: threading.
                 if line.startswith("event: "):
                     event = line[7:]
                 elif line.startswith("data: ") and event == "assistant.delta":
+                    now = time.time()
                     if seen.first_delta is None:
-                        seen.first_delta = time.time()
-                    seen.text += json.loads(line[6:])["text"]
+                        seen.first_delta = now
+                    text = json.loads(line[6:])["text"]
+                    seen.text += text
+                    seen.arrivals += [(int(w), now) for w in WORD.findall(text)]
                     seen.deltas += 1
                 elif line.startswith("data: ") and event == "done":
                     seen.done = True
@@ -225,6 +238,8 @@ class FanOut:
     complete: int = 0  # runs whose deltas joined into exactly their words, in order
     words_seen: int = 0
     deltas: int = 0
+    duplicated: int = 0  # words delivered more than once
+    latencies_ms: list[float] = field(default_factory=list)  # each word: its chunk written → its delta read
     errors: list[str] = field(default_factory=list)
 
 
@@ -245,21 +260,23 @@ def fan_out(
     followers, model.go = [], threading.Event()
     try:
         for i in range(runs):
-            run_id = start_run(url, token, f"#write {words}/{every_ms} #fan{i}x{time.monotonic_ns()}")
+            tag = f"fan{i}x{time.monotonic_ns()}"
+            run_id = start_run(url, token, f"#write {words}/{every_ms} #{tag}")
             seen, opened = Followed(), threading.Event()
             thread = threading.Thread(target=follow, args=(url, token, run_id, seen, opened, limit_s), daemon=True)
             thread.start()
-            followers.append((thread, seen, opened))
-        for _, _, opened in followers:
+            followers.append((thread, seen, opened, tag))
+        for _, _, opened, _ in followers:
             opened.wait(60)
         time.sleep(0.5)  # the last streams' first reads are done
     finally:
         model.go.set()
         if writing is not None:
             writing.set()
-    for thread, _, _ in followers:
+    for thread, _, _, _ in followers:
         thread.join(limit_s)
-    for _, seen, _ in followers:
+    for _, seen, _, tag in followers:
+        _word_latencies(result, seen, model.chunk_times.get(tag, []))
         result.deltas += seen.deltas
         result.words_seen += len(re.findall(r"w\d{4} ", seen.text))
         if seen.text == expected and seen.done:
@@ -267,6 +284,18 @@ def fan_out(
         elif seen.error or not seen.done:
             result.errors.append(seen.error or "stream ended before done")
     return result
+
+
+def _word_latencies(result: FanOut, seen: Followed, stamps: list[float]) -> None:
+    """Each word's latency (its chunk written → the first delta carrying it read), and the words read twice."""
+    got: set[int] = set()
+    for index, at in seen.arrivals:
+        if index in got:
+            result.duplicated += 1
+            continue
+        got.add(index)
+        if index < len(stamps):
+            result.latencies_ms.append((at - stamps[index]) * 1000)
 
 
 def median(values: list[float]) -> float:
@@ -331,9 +360,14 @@ def _fan_rows(fan: FanOut, cpu_ms: float, every_ms: int) -> list:
     from bench.support import Row
 
     work = f"{fan.runs} runs at once, each followed by its own client, {fan.words} words at {1000 // every_ms}/s"
-    lost = fan.runs * fan.words - fan.words_seen
     written = fan.runs * fan.words
+    lost = written - (fan.words_seen - fan.duplicated)
+    latency = f"{len(fan.latencies_ms)} words of {work}: the model's chunk written → its delta read by the client"
     return [
+        Row("stream: chunk → delta p50", percentile(fan.latencies_ms, 50), "ms", latency),
+        Row("stream: chunk → delta p95", percentile(fan.latencies_ms, 95), "ms", latency),
+        Row("stream: chunk → delta p99", percentile(fan.latencies_ms, 99), "ms", latency),
+        Row("stream: words delivered twice", fan.duplicated, "words", work),
         Row("stream: server CPU per word written", cpu_ms / max(written, 1) * 1000, "µs/word", f"server: {work}"),
         Row("stream: runs delivered whole", fan.complete, "runs", f"{work}: every word, in order, then done"),
         Row("stream: words lost", lost, "words", work),

@@ -25,6 +25,7 @@ from agents.runs import (
     rows,
     runtime,
     settle,
+    step_cache,
     store,
     telemetry,
     thread_summary,
@@ -158,8 +159,9 @@ def hold(run_id, statuses: list[str], start_budget: bool = False, facts: OwnerFa
     owner's come with the claim (a worker's)."""
     run, token, claimed = _claim(run_id, statuses, start_budget, owner_facts=facts is None)
     try:
-        # A run no unit has committed yet (version 0: a queued run's first take) has no steps to read.
-        state = rows.state_from_rows(run, rows.step_events(run) if run.version else [])
+        # The steps at the run's version: none before its first commit, this process's own when it made that
+        # version, else read from the database (agents/runs/step_cache.py).
+        state = rows.state_from_rows(run, step_cache.steps_of(run))
     except BaseException:
         leases.release(run_id, token)
         raise

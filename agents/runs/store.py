@@ -17,7 +17,7 @@ from agents import engine
 from agents.engine import RunState
 from agents.errors import RunBusy
 from agents.models import Run, RunStatus
-from agents.runs import doorbell, leases, persist, rows, settle, signals, tree
+from agents.runs import doorbell, leases, persist, rows, settle, signals, step_cache, tree
 from agents.runs.live import Publisher
 from agents.usage import quotas
 from agents.usage.owners import OwnerFacts
@@ -124,7 +124,8 @@ def commit_unit(held: Held, state: RunState, events: list[dict], *, release: boo
     if not release:
         lease = {"lease_owner": held.token, "lease_expires": leases.until()}
     fields |= lease
-    new_steps = rows.step_values(run.pk, [_storable(e) for e in events], now)
+    stored = [_storable(e) for e in events]
+    new_steps = rows.step_values(run.pk, stored, now)
     rings = doorbell.kind() == "postgres" and connection.vendor == "postgresql"  # the commit NOTIFYs, no round trip
     relaxed = not release and _only_a_model_call_follows(state)
     try:
@@ -134,6 +135,7 @@ def commit_unit(held: Held, state: RunState, events: list[dict], *, release: boo
             return _cancelled(held, state, fields)
     except IntegrityError:
         raise RunBusy("Another worker recorded these steps first.") from None
+    step_cache.committed(run.pk, run.version, fields["version"], stored, done=state.status == RunStatus.DONE)
     for name, value in fields.items():
         setattr(run, name, value)
     before = held.state.status

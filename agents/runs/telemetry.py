@@ -14,8 +14,8 @@ new run stores so that a process that takes it up later continues the same trace
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,68 +46,87 @@ class CallRecord:
     is_error: bool = False
 
 
-@contextmanager
-def _around(method: str, *args: Any) -> Iterator[None]:
-    with ExitStack() as stack:
+class _Around:
+    """The observers' context managers around one piece of work, as an ExitStack would hold them: each observer's
+    hook called and entered in turn (a later one sees what an earlier one entered), left in reverse. A class rather
+    than a generator and an ExitStack: there are about ten hooks a run, and with one observer (the common case) this
+    is the observer's own manager and one object more. `as` gives `record` (a call's CallRecord, or None)."""
+
+    __slots__ = ("method", "args", "record", "_entered")
+
+    def __init__(self, method: str, args: tuple[Any, ...], record: CallRecord | None = None) -> None:
+        self.method, self.args, self.record = method, args, record
+        self._entered: list[AbstractContextManager[Any]] = []
+
+    def __enter__(self) -> Any:
+        if not _observers:
+            return self.record
         for observer in list(_observers):
-            hook = getattr(observer, method, None)
-            if hook is not None:
-                stack.enter_context(hook(*args))
-        yield
+            hook = getattr(observer, self.method, None)
+            if hook is None:
+                continue
+            manager = hook(*self.args)
+            try:
+                manager.__enter__()
+            except BaseException:
+                self.__exit__(*sys.exc_info())
+                raise
+            self._entered.append(manager)
+        return self.record
 
-
-@contextmanager
-def _hook(method: str, *args: Any) -> Iterator[None]:
-    if not _observers:
-        yield
-        return
-    with _around(method, *args):
-        yield
+    def __exit__(self, kind: Any, exc: BaseException | None, traceback: Any) -> bool:
+        """Leave each entered manager, the last first; an exception raised by one goes to those outside it."""
+        pending: tuple[Any, Any, Any] = (kind, exc, traceback)
+        raised: BaseException | None = None
+        while self._entered:
+            manager = self._entered.pop()
+            try:
+                if manager.__exit__(*pending):
+                    pending, raised = (None, None, None), None  # swallowed (no observer of ours does)
+            except BaseException as error:  # noqa: BLE001 - handed on to the outer managers, raised at the end
+                pending, raised = (type(error), error, error.__traceback__), error
+        if raised is not None:
+            raise raised
+        return exc is not None and pending[1] is None
 
 
 def driving(run) -> AbstractContextManager[None]:
     """This process drives the run (between taking its lease and handing it back)."""
-    return _hook("driving", run)
+    return _Around("driving", (run,))
 
 
 def unit(run) -> AbstractContextManager[None]:
     """One unit of a run: a model call and the tool calls it asked for (or a decision and the calls it allows)."""
-    return _hook("unit", run)
+    return _Around("unit", (run,))
 
 
 def summary(run) -> AbstractContextManager[None]:
     """A run condenses its thread's earlier turns (history `summarize`) before its first unit: one model call."""
-    return _hook("summary", run)
+    return _Around("summary", (run,))
 
 
 def stream(run_id) -> AbstractContextManager[None]:
     """An event stream of the run is open."""
-    return _hook("stream", run_id)
+    return _Around("stream", (run_id,))
 
 
-@contextmanager
-def model_call(run, request) -> Iterator[CallRecord]:
+def model_call(run, request) -> AbstractContextManager[CallRecord]:
     """One call of the run's model; the caller sets `record.reply` when it returns."""
     record = CallRecord()
-    with _hook("model_call", run, request, record):
-        yield record
+    return _Around("model_call", (run, request, record), record)
 
 
-@contextmanager
-def tool_call(run, name: str, call_id: str | None) -> Iterator[CallRecord]:
+def tool_call(run, name: str, call_id: str | None) -> AbstractContextManager[CallRecord]:
     """One call of a tool; the caller sets `record.output` when it returns (an exception: the tool failed)."""
     record = CallRecord()
-    with _hook("tool_call", run, name, call_id, record):
-        yield record
+    return _Around("tool_call", (run, name, call_id, record), record)
 
 
-@contextmanager
-def task(name: str, waited_s: float | None) -> Iterator[CallRecord]:
+def task(name: str, waited_s: float | None) -> AbstractContextManager[CallRecord]:
     """A worker runs one background task (`name`: its path) that waited `waited_s` in the queue (None: unknown); the
     caller sets `record.is_error` when the task failed without raising (its backend recorded the failure)."""
     record = CallRecord()
-    with _hook("task", name, waited_s, record):
-        yield record
+    return _Around("task", (name, waited_s, record), record)
 
 
 def _tell(method: str, *args: Any) -> None:

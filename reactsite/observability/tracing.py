@@ -32,7 +32,7 @@ from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 SCOPE = "reactsite"
@@ -59,14 +59,22 @@ def install(provider: TracerProvider | None = None, *, capture_content: bool | N
         return _active
     owned = provider is None
     if provider is None:
-        provider = TracerProvider(resource=_resource())  # the sampler: OTEL_TRACES_SAMPLER, the SDK's default
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # endpoint, headers: OTEL_EXPORTER_*
+        provider = exporting()
         trace.set_tracer_provider(provider)
     if capture_content is None:
         capture_content = settings.AGENT_OTEL_CAPTURE_CONTENT
     observer = Tracing(provider, capture_content=capture_content, owned=owned)
     observer.replaced, _active = _active, observer
     return observer
+
+
+def exporting(exporter: SpanExporter | None = None) -> TracerProvider:
+    """The provider install() builds: the sampler as OTEL_TRACES_SAMPLER says (the SDK's default), spans batched and
+    sent by `exporter` (default OTLP/HTTP, its endpoint and headers from OTEL_EXPORTER_*). Also the bench's (bench/
+    tracing.py), so that it measures what a process runs."""
+    provider = TracerProvider(resource=_resource())
+    provider.add_span_processor(BatchSpanProcessor(exporter or OTLPSpanExporter()))
+    return provider
 
 
 def uninstall(observer: Tracing) -> None:
@@ -90,7 +98,21 @@ def flush(timeout_ms: int = 5000) -> None:
 def _resource() -> Resource:
     """service.name "reactsite" and our version, unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise."""
     ours = Resource.create({"service.name": "reactsite", "service.version": settings.VERSION})
-    return ours.merge(OTELResourceDetector().detect())
+    merged = ours.merge(OTELResourceDetector().detect())
+    return _Resource(merged.attributes, merged.schema_url)
+
+
+class _Resource(Resource):
+    """A Resource hashed once. The OTLP encoder groups every span it sends by its resource, and Resource's own hash
+    is a JSON dump of its attributes each time (~4 µs a span, an eighth of encoding one); its attributes are read-only
+    (a BoundedAttributes made immutable), so the hash cannot change."""
+
+    def __init__(self, attributes: Any, schema_url: str | None = None) -> None:
+        super().__init__(attributes, schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 class Tracing:
@@ -118,48 +140,37 @@ class Tracing:
             if created.is_valid and created.trace_id != current.trace_id:
                 links = (Link(created),)  # driven by another request (a decision, a step): linked to its start
         agent = run.agent
-        attributes = _run_attributes(run)
-        attributes["gen_ai.operation.name"] = "invoke_agent"
-        attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(run.provider, run.provider)
-        attributes["gen_ai.request.model"] = run.model
-        if agent:
-            attributes["gen_ai.agent.name"] = agent
-        if run.thread_id is not None:
-            attributes["gen_ai.conversation.id"] = str(run.thread_id)
         name = f"invoke_agent {agent}" if agent else "invoke_agent"
-        return _Scope(self, self.tracer.start_span(name, parent, SpanKind.INTERNAL, attributes, links), parent)
+        span = self.tracer.start_span(name, parent, SpanKind.INTERNAL, links=links)
+        if span.is_recording():
+            span.set_attributes(_agent_attributes(run))
+        return _Scope(self, span, parent)
 
     def unit(self, run: Any) -> _Scope:
         parent = None if trace.get_current_span().get_span_context().is_valid else _stored(run)
-        span = self.tracer.start_span("unit", parent, SpanKind.INTERNAL, {"reactsite.run.id": str(run.pk)})
+        span = self.tracer.start_span("unit", parent, SpanKind.INTERNAL)
+        if span.is_recording():
+            span.set_attribute("reactsite.run.id", str(run.pk))
         return _Scope(self, span, parent, unit_of=run.pk)
 
     def summary(self, run: Any) -> _Scope:
         """The run condensing its thread's earlier turns (history `summarize`): its `chat` span is this one's child."""
         parent = None if trace.get_current_span().get_span_context().is_valid else _stored(run)
-        attributes = {"reactsite.run.id": str(run.pk)}
-        if run.thread_id is not None:
-            attributes["gen_ai.conversation.id"] = str(run.thread_id)
-        span = self.tracer.start_span("summarize_history", parent, SpanKind.INTERNAL, attributes)
+        span = self.tracer.start_span("summarize_history", parent, SpanKind.INTERNAL)
+        if span.is_recording():
+            span.set_attribute("reactsite.run.id", str(run.pk))
+            if run.thread_id is not None:
+                span.set_attribute("gen_ai.conversation.id", str(run.thread_id))
         return _Scope(self, span, parent)
 
     def model_call(self, run: Any, request: Any, record: Any) -> _Scope:
         model = run.model if run is not None else "model"
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": PROVIDER_NAMES.get(run.provider, run.provider) if run is not None else "unknown",
-            "gen_ai.request.model": model,
-        }
-        if request.temperature is not None:
-            attributes["gen_ai.request.temperature"] = request.temperature
-        if request.max_output_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = request.max_output_tokens
-        if request.on_text is not None:
-            attributes["gen_ai.request.stream"] = True
         parent = self._parent_of_call(run)
-        span = self.tracer.start_span(f"chat {model}", parent, SpanKind.CLIENT, attributes)
-        if self.capture_content and span.is_recording():
-            _set_input(span, request.messages)
+        span = self.tracer.start_span(f"chat {model}", parent, SpanKind.CLIENT)
+        if span.is_recording():
+            span.set_attributes(_request_attributes(run, model, request))
+            if self.capture_content:
+                _set_input(span, request.messages)
         return _Scope(self, span, parent, done=self._replied, record=record)
 
     def _replied(self, span: Span, record: Any) -> None:
@@ -178,21 +189,22 @@ class Tracing:
             _set_output(span, reply, finish)
 
     def tool_call(self, run: Any, name: str, call_id: str | None, record: Any) -> _Scope:
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-        }
-        if call_id:
-            attributes["gen_ai.tool.call.id"] = call_id
         parent = self._parent_of_call(run)
-        span = self.tracer.start_span(f"execute_tool {name}", parent, SpanKind.INTERNAL, attributes)
+        span = self.tracer.start_span(f"execute_tool {name}", parent, SpanKind.INTERNAL)
+        if span.is_recording():
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+            if call_id:
+                attributes["gen_ai.tool.call.id"] = call_id
+            span.set_attributes(attributes)
         return _Scope(self, span, parent, done=self._returned, record=record)
 
     def _returned(self, span: Span, record: Any) -> None:
+        if not span.is_recording():
+            return
         if record.is_error:
             span.set_status(Status(StatusCode.ERROR))
             span.set_attribute("error.type", "tool_error")
-        if self.capture_content and record.output is not None and span.is_recording():
+        if self.capture_content and record.output is not None:
             span.set_attribute("gen_ai.tool.call.result", record.output)
 
     def carrier(self) -> dict[str, str]:
@@ -212,8 +224,11 @@ class Tracing:
     def serve(self, request: Any, get_response: Callable[[Any], Any]) -> Any:
         """A SERVER span around the request, continuing the trace of its `traceparent` header when it has one."""
         parent = propagate.extract(request.headers)
-        attributes = {"http.request.method": request.method, "url.scheme": request.scheme, "url.path": request.path}
-        span = self.tracer.start_span(request.method, parent, SpanKind.SERVER, attributes)
+        span = self.tracer.start_span(request.method, parent, SpanKind.SERVER)
+        if span.is_recording():
+            span.set_attributes(
+                {"http.request.method": request.method, "url.scheme": request.scheme, "url.path": request.path}
+            )
         token = otel_context.attach(trace.set_span_in_context(span, parent))
         try:
             response = get_response(request)
@@ -321,17 +336,39 @@ def _stored(run: Any) -> Context | None:
     return propagate.extract(carrier) if carrier else None
 
 
-def _run_attributes(run: Any) -> dict[str, Any]:
-    """What a run's spans say of it: ids and settings, never its input, output or owner's details."""
+def _agent_attributes(run: Any) -> dict[str, Any]:
+    """What an `invoke_agent` span says of its run: ids and settings, never its input, output or owner's details."""
+    agent = run.agent
     attributes: dict[str, Any] = {
         "reactsite.run.id": str(run.pk),
         "reactsite.run.mode": run.mode,
         "reactsite.run.owner_id": run.owner_id,
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": PROVIDER_NAMES.get(run.provider, run.provider),
+        "gen_ai.request.model": run.model,
     }
-    if run.agent:
-        attributes["reactsite.run.agent"] = run.agent
+    if agent:
+        attributes["reactsite.run.agent"] = attributes["gen_ai.agent.name"] = agent
     if run.parent_id is not None:
         attributes["reactsite.run.parent_id"] = str(run.parent_id)
+    if run.thread_id is not None:
+        attributes["gen_ai.conversation.id"] = str(run.thread_id)
+    return attributes
+
+
+def _request_attributes(run: Any, model: str, request: Any) -> dict[str, Any]:
+    """What a `chat` span says of its request (no message of it: content capture adds those)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": PROVIDER_NAMES.get(run.provider, run.provider) if run is not None else "unknown",
+        "gen_ai.request.model": model,
+    }
+    if request.temperature is not None:
+        attributes["gen_ai.request.temperature"] = request.temperature
+    if request.max_output_tokens is not None:
+        attributes["gen_ai.request.max_tokens"] = request.max_output_tokens
+    if request.on_text is not None:
+        attributes["gen_ai.request.stream"] = True
     return attributes
 
 

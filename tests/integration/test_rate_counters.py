@@ -29,6 +29,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.usage import ratelimit
+from reactsite.serving.cache import CAS_TRIES
 from tests.api.conftest import create_run
 from tests.integration._support import in_threads, window_left
 
@@ -146,8 +147,10 @@ def test_clients_are_users_by_pk_else_ip_addresses(alice):
 def test_a_check_on_the_database_cache_is_its_add_then_an_atomic_incr(database_cache, group):
     """django-ratelimit's protocol, pinned: cache.add, which for the window's first hit looks the key up and runs
     Django's add (count the table, look up, insert), and for later hits only looks it up; then an incr that locks and
-    reads the entry and writes it back. Only the cache table is touched, and the entry keeps its expiry."""
-    expected = [["SELECT", "SELECT", "SELECT", "INSERT"], ["SELECT", "SELECT", "UPDATE"]]
+    Django's add (count the table, look up, insert), and for later hits only looks it up; then an incr that writes the
+    value that look-up read, plus one, if the entry still holds it (no second read, no transaction). Only the cache
+    table is touched, and the entry keeps its expiry."""
+    expected = [["SELECT", "SELECT", "SELECT", "INSERT"], ["SELECT", "UPDATE"]]
     for count, verbs in enumerate(expected, start=1):
         with CaptureQueriesContext(connection) as captured:
             usage = hit(group, "7", "5/m")
@@ -228,6 +231,35 @@ def test_concurrent_checks_count_exactly(transactional_db, store, group, clock):
     counts = in_threads(40, lambda i: hit(group, "7", "20/m").count)
 
     assert sorted(counts) == list(range(1, 41)), counts
+
+
+def test_an_incr_that_lost_a_race_reads_again(database_cache):
+    """The value `add` read is only where the increment starts: another process counted since, so the
+    compare-and-set changes nothing and the increment reads the entry again."""
+    store = caches["default"]
+    store.set("n", 1, 3600)
+    assert store.add("n", 1, 3600) is False  # live: it read 1
+    cache.set("n", 5, 3600)  # another process's increments meanwhile
+    with CaptureQueriesContext(connection) as captured:
+        assert store.incr("n") == 6
+    verbs = [q["sql"].split()[0] for q in captured.captured_queries]
+    assert verbs == ["UPDATE", "SELECT", "UPDATE"], verbs
+
+
+def test_an_incr_that_keeps_losing_takes_the_rows_lock(database_cache, monkeypatch):
+    store = caches["default"]
+    store.set("n", 3, 3600)
+    swaps = []
+    monkeypatch.setattr(type(store), "_swapped", lambda self, *args: swaps.append(args) and False)
+
+    assert store.incr("n") == 4
+
+    assert len(swaps) == CAS_TRIES
+    assert store.get("n") == 4
+    monkeypatch.undo()
+    cache.set("gone", 1, -1)
+    with pytest.raises(ValueError):
+        store.incr("gone")
 
 
 def test_the_database_caches_incr_is_atomic_and_keeps_the_expiry(transactional_db, database_cache):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
@@ -353,3 +354,123 @@ def test_the_cli_exports_its_run_to_an_otlp_http_receiver(receiver):
     attributes = {a.key: a.value for a in chat.attributes}
     assert attributes["gen_ai.provider.name"].string_value == "demo"
     assert attributes["gen_ai.usage.input_tokens"].int_value > 0
+
+
+class CountingExporter(InMemorySpanExporter):
+    """Keeps the spans, and the size of each batch it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def export(self, spans):
+        self.batches.append(len(spans))
+        return super().export(spans)
+
+
+def test_a_process_sends_its_spans_in_batches(api):
+    """install()'s provider (tracing.exporting) queues ended spans and exports them together, off the run's path."""
+    exporter = CountingExporter()
+    provider = tracing.exporting(exporter)
+    observer = tracing.install(provider)
+    telemetry.add_observer(observer)
+    try:
+        sync_run(api)
+        sync_run(api)
+        provider.force_flush()
+    finally:
+        telemetry.remove_observer(observer)
+        tracing.uninstall(observer)
+        provider.shutdown()
+    assert sum(exporter.batches) == len(exporter.get_finished_spans()) == 2 * (1 + 1 + 3 + 3 + 2)
+    assert len(exporter.batches) <= 2  # one export for both runs' spans (two if the batch's delay fell between)
+
+
+def test_a_span_not_sampled_gets_no_attributes_built(api, monkeypatch):
+    """Attributes (the content's JSON above all) are built only for a span that records."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    built: list[str] = []
+    for name in ("_agent_attributes", "_request_attributes", "_set_input", "_set_output", "_json"):
+        original = getattr(tracing, name)
+        monkeypatch.setattr(tracing, name, lambda *a, _n=name, _f=original: built.append(_n) or _f(*a))
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF, shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observer = tracing.install(provider, capture_content=True)
+    telemetry.add_observer(observer)
+    try:
+        body = sync_run(api)
+    finally:
+        telemetry.remove_observer(observer)
+        tracing.uninstall(observer)
+        provider.shutdown()
+    assert body["output"] == "85"
+    assert built == [] and exporter.get_finished_spans() == ()
+
+
+def test_the_resource_is_hashed_once():
+    resource = tracing._resource()
+    assert resource.attributes["service.name"] == "reactsite"
+    assert hash(resource) == hash(tracing.Resource(resource.attributes, resource.schema_url))
+
+
+class Recorder:
+    """An observer that notes what its hooks see, in order."""
+
+    def __init__(self, name: str, seen: list[str], fail_on_enter: bool = False) -> None:
+        self.name, self.seen, self.fail_on_enter = name, seen, fail_on_enter
+
+    def unit(self, run):
+        return self._scope("unit")
+
+    def tool_call(self, run, name, call_id, record):
+        return self._scope("tool")
+
+    @contextmanager
+    def _scope(self, what: str):
+        self.seen.append(f"{self.name} {what} in")
+        if self.fail_on_enter:
+            raise RuntimeError("enter")
+        try:
+            yield
+        except BaseException as exc:
+            self.seen.append(f"{self.name} {what} saw {type(exc).__name__}")
+            raise
+        finally:
+            self.seen.append(f"{self.name} {what} out")
+
+
+def test_hooks_enter_in_order_leave_in_reverse_and_let_an_exception_through(monkeypatch):
+    seen: list[str] = []
+    monkeypatch.setattr(telemetry, "_observers", [Recorder("a", seen), Recorder("b", seen)])
+    with telemetry.tool_call(None, "t", None) as record:
+        record.output = "ok"
+    assert seen == ["a tool in", "b tool in", "b tool out", "a tool out"]
+    seen.clear()
+    with pytest.raises(ValueError), telemetry.unit(None):
+        raise ValueError("x")
+    assert seen == [
+        "a unit in",
+        "b unit in",
+        "b unit saw ValueError",
+        "b unit out",
+        "a unit saw ValueError",
+        "a unit out",
+    ]
+
+
+def test_a_hook_failing_to_enter_leaves_those_entered_before_it(monkeypatch):
+    seen: list[str] = []
+    monkeypatch.setattr(telemetry, "_observers", [Recorder("a", seen), Recorder("b", seen, fail_on_enter=True)])
+    with pytest.raises(RuntimeError, match="enter"), telemetry.unit(None):
+        seen.append("body")
+    assert seen == ["a unit in", "b unit in", "a unit saw RuntimeError", "a unit out"]
+
+
+def test_no_observer_still_hands_out_a_record(monkeypatch):
+    monkeypatch.setattr(telemetry, "_observers", [])
+    with telemetry.model_call(None, None) as record:
+        assert isinstance(record, telemetry.CallRecord)
+    with telemetry.driving(None) as nothing:
+        assert nothing is None
