@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory import services
+from memory import services, vectors
 from memory.models import Fact
 
 FACTS = "/api/v1/memory/facts"
@@ -36,3 +36,11 @@ def store(user, text: str, *, minutes_ago: float | None = None, run=None) -> Fac
 
 def texts(facts) -> list[str]:
     return [f.text for f in facts]
+
+
+@pytest.fixture
+def index():
+    """The database's vector index (its kind); a test that needs one is skipped without it."""
+    if not vectors.available():
+        pytest.skip(f"no vector index on this database: {vectors.why_not()}")
+    return vectors.kind()

@@ -14,7 +14,12 @@ import pytest
 from tests.support.pgvector_server import pgvector_server
 
 ROOT = Path(__file__).resolve().parents[2]
-INNER = ["tests/memory/test_semantic.py", "tests/memory/test_isolation.py", "tests/memory/test_api.py"]
+INNER = [
+    "tests/memory/test_semantic.py",
+    "tests/memory/test_isolation.py",
+    "tests/memory/test_api.py",
+    "tests/memory/test_ranking.py",
+]
 
 
 @pytest.fixture(scope="module")

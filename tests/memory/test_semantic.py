@@ -25,13 +25,6 @@ CAR, HOME, ALLERGY, JOB = "My car is a red Volvo", "I live in Lisbon", "I am all
 
 
 @pytest.fixture
-def index():
-    if not vectors.available():
-        pytest.skip(f"no vector index on this database: {vectors.why_not()}")
-    return vectors.kind()
-
-
-@pytest.fixture
 def alices(alice):
     for text in (CAR, HOME, ALLERGY, JOB):
         store(alice, text)
