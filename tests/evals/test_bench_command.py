@@ -77,7 +77,10 @@ def test_recall_measures_quality_cost_and_latency_per_mode_and_cleans_up():
     data = json.loads(command("bench", "--only", "recall", "--sizes", "20", "--queries", "3", "--json"))
     rows = {r["figure"]: r for r in data["rows"]}
     quality = [f for f in rows if f.startswith("recall@")]
-    assert len(quality) == 6 * len(modes)  # @1 and @3, over all / no shared keyword / shared keyword, per mode
+    # @1 and @3, over all / no shared keyword / shared keyword / the half fusion was tuned on / the held-out half
+    assert len(quality) == 10 * len(modes)
+    halves = ("tuned-on half (even)", "held-out half (odd)")
+    assert {f"recall@3 {m}, {half}" for m in modes for half in halves} <= set(rows)
     assert all(rows[f]["unit"] == "%" and 0 <= rows[f]["value"] <= 100 for f in quality)
     assert rows["recall@3 text, shared keyword"]["value"] > 50  # full-text search finds words (a broken one would not)
     if "semantic" in modes:  # meaning finds what words cannot
